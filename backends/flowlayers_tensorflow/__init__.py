@@ -1,0 +1,20 @@
+"""The ``tensorflow`` backend: consistent view on TF DTensor, mirrored view on MirroredStrategy.
+
+Registered under the entry-point group ``flowlayers.backends``.
+"""
+
+
+class Backend:
+    name = "tensorflow"
+    #: capabilities, declared rather than discovered
+    views = ("consistent", "mirrored")
+    supports_jit = True
+
+    def runtime(self, view, device_num, mesh):
+        if view == "consistent" and device_num > 1:
+            from .consistent import ConsistentRuntime
+
+            return ConsistentRuntime(device_num, mesh)
+        from .runtime import StrategyRuntime
+
+        return StrategyRuntime(view, device_num)

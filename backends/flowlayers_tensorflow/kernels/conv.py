@@ -1,0 +1,48 @@
+"""matmul, conv2d, pooling, bias_add.  NCHW runs natively on GPUs; on CPUs, whose TF kernels
+take NHWC only, it is transposed around the op (XLA fuses the transposes)."""
+import tensorflow as tf
+
+
+def matmul(node, a, b, ctx):
+    return tf.linalg.matmul(a, b, transpose_a=node.attrs["transpose_a"], transpose_b=node.attrs["transpose_b"])
+
+
+def _nhwc(fn, x, fmt, ctx):
+    """Run ``fn(x, tf_format)`` in the layout the device supports, returning ``fmt``."""
+    if fmt == "NHWC" or ctx.native_nchw:
+        return fn(x, fmt)
+    y = fn(tf.transpose(x, (0, 2, 3, 1)), "NHWC")
+    return tf.transpose(y, (0, 3, 1, 2))
+
+
+def _four(pair, fmt):
+    return (1, 1) + tuple(pair) if fmt == "NCHW" else (1,) + tuple(pair) + (1,)
+
+
+def conv2d(node, x, w, ctx):
+    a = node.attrs
+    return _nhwc(lambda t, fmt: tf.nn.conv2d(t, w, _four(a["strides"], fmt), a["padding"], data_format=fmt,
+                                             dilations=_four(a["dilations"], fmt)), x, a["data_format"], ctx)
+
+
+def max_pool2d(node, x, ctx):
+    a = node.attrs
+    return _nhwc(lambda t, fmt: tf.nn.max_pool2d(t, _four(a["ksize"], fmt), _four(a["strides"], fmt),
+                                                 a["padding"], data_format=fmt), x, a["data_format"], ctx)
+
+
+def avg_pool2d(node, x, ctx):
+    a = node.attrs
+    return _nhwc(lambda t, fmt: tf.nn.avg_pool2d(t, _four(a["ksize"], fmt), _four(a["strides"], fmt),
+                                                 a["padding"], data_format=fmt), x, a["data_format"], ctx)
+
+
+def bias_add(node, x, b, ctx):
+    axis = node.attrs["axis"]
+    shape = [1] * len(x.shape)
+    shape[axis] = -1
+    return x + tf.reshape(b, shape)
+
+
+KERNELS = {"matmul": matmul, "conv2d": conv2d, "max_pool2d": max_pool2d, "avg_pool2d": avg_pool2d,
+           "bias_add": bias_add}

@@ -1,0 +1,36 @@
+"""reshape, transpose, concat, gather, one_hot, SBP constraints (identity on values)."""
+import tensorflow as tf
+
+from ..dtypes import tf_dtype
+
+
+def reshape(node, x, ctx):
+    out, in_shape = node.outputs[0].shape, node.inputs[0].shape
+    if out and in_shape and out[0] == in_shape[0] and None not in out[1:]:
+        # the batch dim is carried: keep it as fed (a replica's rows, or a smaller last batch)
+        return tf.reshape(x, (-1,) + out[1:])
+    return tf.reshape(x, [-1 if d is None else d for d in node.attrs["shape"]])
+
+
+def transpose(node, x, ctx):
+    return tf.transpose(x, node.attrs["perm"])
+
+
+def concat(node, *xs, ctx):
+    return tf.concat(xs, axis=node.attrs["axis"])
+
+
+def gather(node, table, ids, ctx):
+    return tf.gather(table, ids)
+
+
+def one_hot(node, ids, ctx):
+    return tf.one_hot(ids, node.attrs["depth"], dtype=tf_dtype(node.attrs["dtype"]))
+
+
+def sbp_constraint(node, x, ctx):
+    return tf.identity(x)
+
+
+KERNELS = {"reshape": reshape, "transpose": transpose, "concat": concat, "gather": gather, "one_hot": one_hot,
+           "sbp_constraint": sbp_constraint}

@@ -1,0 +1,66 @@
+"""Lowering: evaluate a Program's nodes with TF ops, in topological order, inside a tf.function.
+
+Python runs here only while TF traces; each node's ops are named after the
+layer or op that made it, so engine errors point back to the user's model.
+"""
+import hashlib
+
+import tensorflow as tf
+
+from flowlayers.errors import EngineError, FlowLayersError
+
+from .kernels import KERNELS
+
+
+class LoweringContext:
+    """What kernels may ask of the step: the phase, randomness, layout pinning, constants."""
+
+    def __init__(self, phase, step, seed, native_nchw, replica_id=0):
+        self.phase, self.step, self.seed, self.native_nchw = phase, step, seed, native_nchw
+        self.replica_id = replica_id
+
+    def training(self, flag):
+        return self.phase == "train" if flag is None else bool(flag)
+
+    def random_uniform(self, shape, op_name, op_seed=None):
+        """Uniform [0, 1) values that depend on (seed, op, step, replica) only: reruns repeat them."""
+        digest = hashlib.sha256(f"{self.seed}:{op_name}:{op_seed}".encode()).digest()
+        base = int.from_bytes(digest[:4], "little") & 0x3FFFFFFF
+        seed = tf.stack([tf.constant(base, tf.int64) + tf.cast(self.replica_id, tf.int64) * 1_000_003,
+                         tf.cast(self.step, tf.int64)])
+        return tf.random.stateless_uniform(shape, seed)
+
+    def constant(self, value, dtype):
+        return tf.constant(value, dtype)
+
+    def variable(self, handle):
+        return handle
+
+    def pin(self, blob, tensor):
+        """Hook for the consistent view: relayout ``tensor`` to ``blob``'s planned layout."""
+        return tensor
+
+
+def run_graph(nodes, env, handles, ctx):
+    """Fill ``env`` (Blob -> tensor) for every node; placeholders must already be in it."""
+    for node in nodes:
+        if node.op.name == "placeholder":
+            continue
+        if node.op.name == "variable":
+            env[node.outputs[0]] = ctx.variable(handles[node.attrs["variable"].path])
+            continue
+        kernel = KERNELS.get(node.op.name)
+        if kernel is None:
+            raise EngineError(f"op {node.op.name!r} (node {node.name!r}): the tensorflow backend has no lowering "
+                              f"for it; expected one of {sorted(KERNELS)}")
+        with tf.name_scope(node.name.replace(":", "_")):
+            try:
+                out = kernel(node, *[env[x] for x in node.inputs], ctx=ctx)
+            except FlowLayersError:
+                raise
+            except (ValueError, TypeError, tf.errors.OpError) as e:
+                who = f"layer {node.layer.name!r}, op {node.op.name!r}" if node.layer else f"op {node.name!r}"
+                raise EngineError(f"{who}: TensorFlow rejected it while building the step: {e}") from e
+        for blob, tensor in zip(node.outputs, out if isinstance(out, tuple) else (out,)):
+            env[blob] = ctx.pin(blob, tensor)
+    return env

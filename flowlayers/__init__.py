@@ -1,0 +1,47 @@
+"""flowlayers: write a model once, for one logical device; one config line decides how it runs.
+
+    import flowlayers as flow
+    flow.config.gpu_device_num(2)
+    flow.config.set_view("consistent")   # or "mirrored"
+"""
+from . import (activations, callbacks, config, data, initializers, losses, math, metrics, nn, optimizer,
+               optimizers, sbp, scope, train, typing)
+from . import layers
+from .dtypes import bfloat16, double, float, float16, float32, float64, int8, int32, int64  # noqa: A004
+from .errors import (CheckpointError, ConfigError, DTypeError, EngineError, FlowLayersError, GraphError,
+                     InputError, LayerError, SBPError, ShapeError)
+from .framework.blob import Blob
+from .framework.variable import Variable
+from .initializers import (constant_initializer, glorot_normal_initializer, glorot_uniform_initializer,
+                           ones_initializer, random_normal_initializer, random_uniform_initializer,
+                           truncated_normal, truncated_normal_initializer, xavier_uniform_initializer,
+                           zeros_initializer)
+from .inputs import Input
+from .job import function_config, global_function
+from .models import Model, Sequential
+from .ops.elementwise import add, cast, constant, divide, multiply, subtract
+from .ops.matmul import matmul
+from .ops.shape import concat, flatten, reshape, transpose
+from .ops.embedding import gather
+
+__version__ = "0.1.0"
+
+
+def clear_session():
+    """Forget automatic layer names and job-function variables (Keras' ``clear_session``)."""
+    from .framework import naming
+    from .framework.variable import store
+
+    naming.reset()
+    store.variables.clear()
+
+
+def get_variable(name, shape, dtype=None, initializer=None, trainable=True):
+    """OneFlow's ``get_variable`` inside a job function: the variable ``name``, made once and shared by name."""
+    from . import dtypes as _dtypes
+    from .framework.variable import store
+    from .ops import source
+
+    var = store.get(name, tuple(shape), _dtypes.as_dtype(dtype), initializers.get(initializer) or
+                    initializers.GlorotUniform(), trainable)
+    return source.variable(var)

@@ -1,0 +1,120 @@
+"""Process-wide configuration: each setting is one line, as in OneFlow.
+
+    flow.config.gpu_device_num(2)
+    flow.config.set_view("mirrored")          # or env FLOWLAYERS_VIEW
+    flow.config.set_mesh(data=2, model=2)      # consistent view only
+    flow.config.set_backend("tensorflow")      # or env FLOWLAYERS_BACKEND
+
+Settings are validated when given; those that depend on the engine (how
+many devices exist) are validated when the backend starts.
+"""
+import os
+import re
+
+from . import scope
+from .errors import ConfigError
+
+_state = {
+    "device_num": None,   # None: 1 device until asked otherwise
+    "view": None,         # None: env FLOWLAYERS_VIEW or "consistent"
+    "mesh": None,         # None: one axis "data" over all devices
+    "layout_rules": {},
+    "backend": None,      # None: env FLOWLAYERS_BACKEND or "tensorflow"
+    "seed": 0,
+}
+
+
+def _positive_int(value, what):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{what}: expected a positive int, received {value!r}")
+    return value
+
+
+def gpu_device_num(n):
+    """Use ``n`` devices of this host: GPUs where present, else ``n`` logical CPU devices."""
+    _state["device_num"] = _positive_int(n, "flow.config.gpu_device_num(n)")
+
+
+def cpu_device_num(n):
+    """OneFlow's name for the same setting on a CPU host."""
+    gpu_device_num(n)
+
+
+def device_num():
+    return _state["device_num"] or 1
+
+
+def set_view(view):
+    """Default view for everything built afterwards: 'consistent' or 'mirrored'."""
+    _state["view"] = scope.as_view_name(view, "flow.config.set_view(view)")
+
+
+def view():
+    """The view in force: a ``with`` scope, else ``set_view``, else ``$FLOWLAYERS_VIEW``, else consistent."""
+    if scope.scoped_view():
+        return scope.scoped_view()
+    if _state["view"]:
+        return _state["view"]
+    env = os.environ.get("FLOWLAYERS_VIEW")
+    return scope.as_view_name(env, "environment variable FLOWLAYERS_VIEW") if env else "consistent"
+
+
+def set_mesh(**axes):
+    """Named mesh axes for the consistent view, e.g. ``set_mesh(data=2, model=2)``; ``set_mesh()`` resets."""
+    for name, size in axes.items():
+        _positive_int(size, f"flow.config.set_mesh({name}=...)")
+    _state["mesh"] = dict(axes) or None
+
+
+def mesh_shape():
+    """``{axis: size}`` in force: the one from ``set_mesh`` or ``{"data": device_num()}``."""
+    mesh = _state["mesh"] or {"data": device_num()}
+    total = 1
+    for size in mesh.values():
+        total *= size
+    if total != device_num():
+        raise ConfigError(
+            f"flow.config.set_mesh({', '.join(f'{k}={v}' for k, v in mesh.items())}): the mesh holds {total} devices "
+            f"but flow.config.gpu_device_num is {device_num()}; expected the product of the axis sizes to equal "
+            f"the device count")
+    return dict(mesh)
+
+
+def set_layout_rules(rules):
+    """``{regex: per-dim mesh axes}`` for variables, e.g. ``{"dense1/kernel": (None, "model")}``."""
+    if not isinstance(rules, dict):
+        raise ConfigError(f"flow.config.set_layout_rules(rules): expected a dict regex -> spec, received {type(rules).__name__}")
+    for pattern, spec in rules.items():
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError) as e:
+            raise ConfigError(f"layout rule {pattern!r}: expected a regular expression, received one that fails: {e}") from None
+        if not isinstance(spec, (tuple, list)) or not all(a is None or isinstance(a, str) for a in spec):
+            raise ConfigError(f"layout rule {pattern!r}: expected a tuple of mesh-axis names or None, one per "
+                              f"tensor dim, received {spec!r}")
+    _state["layout_rules"] = {p: tuple(s) for p, s in rules.items()}
+
+
+def layout_rules():
+    return dict(_state["layout_rules"])
+
+
+def set_backend(name):
+    if not isinstance(name, str):
+        raise ConfigError(f"flow.config.set_backend(name): expected a backend name string, received {name!r}")
+    _state["backend"] = name
+
+
+def backend_name():
+    return _state["backend"] or os.environ.get("FLOWLAYERS_BACKEND") or "tensorflow"
+
+
+def set_seed(seed):
+    """Seed for initializers and dropout; the same seed gives the same weights in every view."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"flow.config.set_seed(seed): expected an int, received {seed!r}")
+    _state["seed"] = seed
+
+
+def seed():
+    return _state["seed"]

@@ -1,0 +1,76 @@
+"""Nodes of the logical graph and the one function that adds them: ``apply``.
+
+A graph is whatever is reachable from some output Blobs; there is no global
+graph object.  ``apply`` runs the op's shape/dtype inference at build time,
+so mistakes surface where the user wrote them, named after the layer or op.
+"""
+import contextlib
+
+from ..errors import FlowLayersError, GraphError
+from . import naming
+from .blob import Blob
+
+_layer_stack = []
+
+
+class Node:
+    __slots__ = ("op", "inputs", "attrs", "name", "outputs", "layer")
+
+    def __init__(self, op, inputs, attrs, name, layer):
+        self.op, self.inputs, self.attrs, self.name, self.layer = op, tuple(inputs), attrs, name, layer
+        self.outputs = ()
+
+    def __repr__(self):
+        return f"Node({self.op.name}, name={self.name!r})"
+
+
+@contextlib.contextmanager
+def layer_scope(layer):
+    """Ops applied inside are attributed to ``layer`` (in errors, in the plan, in ``Model.layers``)."""
+    _layer_stack.append(layer)
+    try:
+        yield
+    finally:
+        _layer_stack.pop()
+
+
+def current_layer():
+    return _layer_stack[-1] if _layer_stack else None
+
+
+def apply(op, inputs, attrs=None, name=None):
+    """Add one node of OpDef ``op``; returns its Blob, or a tuple for several outputs."""
+    from ..parallel import propagate
+
+    attrs = dict(attrs or {})
+    for i, x in enumerate(inputs):
+        if not isinstance(x, Blob):
+            raise GraphError(f"op {op.name!r}: input {i} expected a Blob, received {type(x).__name__} {x!r}")
+    layer = current_layer()
+    name = name or naming.unique_name(f"{layer.name}/{op.name}" if layer else op.name)
+    try:
+        specs = op.infer(inputs, attrs)
+    except FlowLayersError as e:
+        who = f"layer {layer.name!r}" if layer else f"op {name!r}"
+        raise type(e)(f"{who}: {e}") from None
+    node = Node(op, inputs, attrs, name, layer)
+    out_sbps = propagate.infer_sbp(node, specs)
+    node.outputs = tuple(Blob(node, i, s, d, sbp) for i, ((s, d), sbp) in enumerate(zip(specs, out_sbps)))
+    return node.outputs[0] if len(node.outputs) == 1 else node.outputs
+
+
+def topo_sort(outputs):
+    """Nodes needed for ``outputs``, producers before consumers (iterative: deep models are fine)."""
+    order, seen = [], set()
+    stack = [(b.node, False) for b in reversed(outputs)]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in seen:
+            continue
+        if expanded:
+            seen.add(id(node))
+            order.append(node)
+            continue
+        stack.append((node, True))
+        stack.extend((x.node, False) for x in reversed(node.inputs) if id(x.node) not in seen)
+    return order

@@ -1,0 +1,77 @@
+"""Program: what a backend compiles.  A graph from placeholders to outputs, a phase, and
+optionally a loss to minimise with an optimizer.
+
+Output modes say how a value comes back to the host:
+
+- ``numpy``: the logical value (mirrored view: replicas' rows concatenated; a
+  scalar is the mean of the replicas' scalars).
+- ``list``: one array per device (mirrored view).
+- ``sum``: the sum of all elements over the whole logical batch (exact in every
+  view; used for losses and metrics).
+"""
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from ..errors import GraphError
+from .blob import Blob
+from .graph import topo_sort
+from .variable import Variable
+from ..initializers import Zeros
+
+MODES = ("numpy", "list", "sum")
+
+
+@dataclass
+class Program:
+    inputs: List[Blob]
+    outputs: List[Blob]
+    output_modes: List[str]
+    phase: str = "predict"            # train | eval | predict: decides dropout and batch-norm behaviour
+    loss: Optional[Blob] = None
+    optimizer: object = None
+    jit_compile: bool = False
+    name: str = "step"
+    nodes: list = field(init=False)
+    variables: List[Variable] = field(init=False)
+    updates: list = field(init=False)
+
+    def __post_init__(self):
+        roots = list(self.outputs) + ([self.loss] if self.loss is not None else [])
+        self.nodes = topo_sort(roots)
+        for node in self.nodes:
+            if node.op.name == "placeholder" and not any(node is x.node for x in self.inputs):
+                raise GraphError(f"placeholder {node.name!r} is needed by the outputs but is not an input of "
+                                 f"{self.name!r}; pass it in inputs=[...]")
+        self.variables = _unique(n.attrs["variable"] for n in self.nodes if n.op.name == "variable")
+        self.updates = [(var, node.outputs[i]) for node in self.nodes if self.phase == "train"
+                        for i, var in node.attrs.get("updates", {}).items()
+                        if node.attrs.get("training") in (None, True)]
+
+    @property
+    def trainable(self):
+        return [v for v in self.variables if v.trainable] if self.loss is not None else []
+
+    def slots(self):
+        """The optimizer's slot variables, created once per variable and kept with the optimizer."""
+        if self.optimizer is None:
+            return {}
+        store = self.optimizer.__dict__.setdefault("_slot_variables", {})
+        for var in self.trainable:
+            if var.path not in store:
+                store[var.path] = [slot_variable(self.optimizer, var, s) for s in self.optimizer.slot_names]
+        return {v.path: store[v.path] for v in self.trainable}
+
+
+def slot_variable(optimizer, var, slot):
+    slot_var = Variable(f"{optimizer.name}/{var.path}/{slot}", var.shape, var.dtype, Zeros(), trainable=False)
+    slot_var.layout_of = var          # a slot is laid out like the variable it serves
+    return slot_var
+
+
+def _unique(items):
+    seen, out = set(), []
+    for x in items:
+        if id(x) not in seen:
+            seen.add(id(x))
+            out.append(x)
+    return out

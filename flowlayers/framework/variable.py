@@ -1,0 +1,114 @@
+"""Variables: logical state with a path (``dense_1/kernel``); the engine holds the values.
+
+A Variable lives in at most one runtime at a time (a view, device count and
+mesh).  Compiling under another runtime moves its value there, so a model
+keeps its weights when the view is switched.
+"""
+import hashlib
+import re
+
+import numpy as np
+
+from .. import config
+from ..errors import DTypeError, SBPError, ShapeError, describe_shape
+from ..sbp import Split, broadcast
+
+
+class Variable:
+    def __init__(self, path, shape, dtype, initializer, trainable=True):
+        self.path, self.shape, self.dtype = path, tuple(int(d) for d in shape), dtype
+        self.initializer, self.trainable = initializer, trainable
+        self._runtime, self._handle = None, None
+        self.layout_of = None   # another Variable whose layout this one follows (optimizer slots)
+
+    @property
+    def name(self):
+        return self.path
+
+    def seed(self):
+        """Two int32 seeds from the global seed and the path: the same draw in every view and device count."""
+        digest = hashlib.sha256(f"{config.seed()}:{self.path}".encode()).digest()
+        return [int.from_bytes(digest[i:i + 4], "little") & 0x7FFFFFFF for i in (0, 4)]
+
+    # Layouts ------------------------------------------------------------
+    def mesh_spec(self, mesh_axes):
+        """Mesh-axis name (or None) per tensor dim, from the first matching layout rule."""
+        if self.layout_of is not None:
+            return self.layout_of.mesh_spec(mesh_axes)
+        for pattern, spec in config.layout_rules().items():
+            if re.search(pattern, self.path):
+                check_spec(pattern, spec, self, mesh_axes)
+                return spec
+        return (None,) * len(self.shape)
+
+    def nd_sbp(self, mesh_axes):
+        spec = self.mesh_spec(mesh_axes)
+        return tuple(Split(spec.index(a)) if a in spec else broadcast for a in mesh_axes)
+
+    # Values -------------------------------------------------------------
+    def _live_handle(self, runtime=None):
+        """This variable's engine handle in ``runtime`` (default: the one in force), moving its value there."""
+        from .. import engine
+
+        runtime = runtime or self._runtime or engine.runtime()
+        if self._runtime is not runtime:
+            value = self._runtime.read(self._handle) if self._runtime is not None else None
+            self._handle = runtime.create_variable(self, value)
+            self._runtime = runtime
+        return self._handle
+
+    def numpy(self):
+        """The full logical value as a numpy array (gathered from every device)."""
+        if self._runtime is None:
+            self._live_handle()
+        return self._runtime.read(self._handle)
+
+    def assign(self, value):
+        """Set the full logical value; the engine reshards it to this variable's layout."""
+        value = np.asarray(value)
+        if value.shape != self.shape:
+            raise ShapeError(f"variable {self.path!r}: expected a value of shape {describe_shape(self.shape)}, "
+                             f"received {describe_shape(value.shape)}")
+        if value.dtype.kind not in "fiub" or (value.dtype.kind == "f") != self.dtype.is_floating:
+            raise DTypeError(f"variable {self.path!r}: expected a value of dtype {self.dtype.name}, received "
+                             f"{value.dtype}")
+        value = value.astype(self.dtype.numpy)
+        if self._runtime is None:
+            self._live_handle()
+        self._runtime.write(self._handle, value)
+
+    def __repr__(self):
+        return f"Variable({self.path!r}, shape={describe_shape(self.shape)}, dtype={self.dtype.name})"
+
+
+def check_spec(pattern, spec, var, mesh_axes):
+    """A layout rule's spec must fit the variable it matched: one entry per dim, known axes, used once."""
+    where = f"layout rule {pattern!r} (matched variable {var.path!r} of shape {describe_shape(var.shape)})"
+    if len(spec) != len(var.shape):
+        raise SBPError(f"{where}: expected {len(var.shape)} entries, one per tensor dim, received {spec!r}")
+    named = [a for a in spec if a is not None]
+    for a in named:
+        if a not in mesh_axes:
+            raise SBPError(f"{where}: expected mesh axes among {list(mesh_axes)}, received unknown axis {a!r}")
+    if len(set(named)) != len(named):
+        raise SBPError(f"{where}: expected each mesh axis on at most one tensor dim, received {spec!r}")
+
+
+class VariableStore:
+    """Variables by path for the job-function face, where layers find their weights by name (OneFlow's get_variable)."""
+
+    def __init__(self):
+        self.variables = {}
+
+    def get(self, path, shape, dtype, initializer, trainable=True):
+        var = self.variables.get(path)
+        if var is None:
+            var = self.variables[path] = Variable(path, shape, dtype, initializer, trainable)
+        elif var.shape != tuple(shape) or var.dtype != dtype:
+            raise ShapeError(f"variable {path!r}: exists with shape {describe_shape(var.shape)} {var.dtype.name}, "
+                             f"requested again with shape {describe_shape(tuple(shape))} {dtype.name}; give the "
+                             f"layer another name to create a new variable")
+        return var
+
+
+store = VariableStore()

@@ -1,0 +1,176 @@
+"""Initializers as specs: each resolves, for a variable's shape, to one of four samplers
+the backend draws with stateless random ops (so every view draws the same numbers).
+
+Keras names and OneFlow's ``flow.truncated_normal(0.1)``-style factories both work.
+"""
+import math
+
+from .errors import LayerError
+
+
+class Initializer:
+    """``sampler(shape) -> (kind, params)``; kind is constant, uniform, normal or truncated_normal."""
+
+    def sampler(self, shape):
+        raise NotImplementedError
+
+    def get_config(self):
+        return dict(vars(self))
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
+        return f"{type(self).__name__}({args})"
+
+
+class Constant(Initializer):
+    def __init__(self, value=0.0):
+        self.value = float(value)
+
+    def sampler(self, shape):
+        return "constant", {"value": self.value}
+
+
+class Zeros(Constant):
+    def __init__(self):
+        super().__init__(0.0)
+
+
+class Ones(Constant):
+    def __init__(self):
+        super().__init__(1.0)
+
+
+class RandomUniform(Initializer):
+    def __init__(self, minval=-0.05, maxval=0.05):
+        self.minval, self.maxval = float(minval), float(maxval)
+
+    def sampler(self, shape):
+        return "uniform", {"minval": self.minval, "maxval": self.maxval}
+
+
+class RandomNormal(Initializer):
+    def __init__(self, mean=0.0, stddev=0.05):
+        self.mean, self.stddev = float(mean), float(stddev)
+
+    def sampler(self, shape):
+        return "normal", {"mean": self.mean, "stddev": self.stddev}
+
+
+class TruncatedNormal(RandomNormal):
+    """Normal values re-drawn beyond two standard deviations."""
+
+    def sampler(self, shape):
+        return "truncated_normal", {"mean": self.mean, "stddev": self.stddev}
+
+
+def fans(shape):
+    """(fan_in, fan_out) as Keras computes them; kernels are (in, out) or (kh, kw, in, out)."""
+    if len(shape) < 1:
+        return 1, 1
+    if len(shape) == 1:
+        return shape[0], shape[0]
+    receptive = math.prod(shape[:-2])
+    return shape[-2] * receptive, shape[-1] * receptive
+
+
+class VarianceScaling(Initializer):
+    def __init__(self, scale=1.0, mode="fan_in", distribution="truncated_normal"):
+        if mode not in ("fan_in", "fan_out", "fan_avg"):
+            raise LayerError(f"VarianceScaling: mode expected fan_in, fan_out or fan_avg, received {mode!r}")
+        if distribution not in ("truncated_normal", "untruncated_normal", "uniform"):
+            raise LayerError(f"VarianceScaling: distribution expected truncated_normal, untruncated_normal or "
+                             f"uniform, received {distribution!r}")
+        self.scale, self.mode, self.distribution = float(scale), mode, distribution
+
+    def sampler(self, shape):
+        fan_in, fan_out = fans(shape)
+        fan = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2}[self.mode]
+        var = self.scale / max(1.0, fan)
+        if self.distribution == "uniform":
+            limit = math.sqrt(3.0 * var)
+            return "uniform", {"minval": -limit, "maxval": limit}
+        if self.distribution == "untruncated_normal":
+            return "normal", {"mean": 0.0, "stddev": math.sqrt(var)}
+        # std of a unit normal truncated at +-2 is .8796; Keras corrects for it the same way
+        return "truncated_normal", {"mean": 0.0, "stddev": math.sqrt(var) / 0.87962566103423978}
+
+
+class GlorotUniform(VarianceScaling):
+    def __init__(self):
+        super().__init__(1.0, "fan_avg", "uniform")
+
+
+class GlorotNormal(VarianceScaling):
+    def __init__(self):
+        super().__init__(1.0, "fan_avg", "truncated_normal")
+
+
+class HeUniform(VarianceScaling):
+    def __init__(self):
+        super().__init__(2.0, "fan_in", "uniform")
+
+
+class HeNormal(VarianceScaling):
+    def __init__(self):
+        super().__init__(2.0, "fan_in", "truncated_normal")
+
+
+class LecunNormal(VarianceScaling):
+    def __init__(self):
+        super().__init__(1.0, "fan_in", "truncated_normal")
+
+
+_BY_NAME = {
+    "zeros": Zeros, "ones": Ones, "constant": Constant, "random_uniform": RandomUniform,
+    "random_normal": RandomNormal, "truncated_normal": TruncatedNormal, "glorot_uniform": GlorotUniform,
+    "glorot_normal": GlorotNormal, "he_uniform": HeUniform, "he_normal": HeNormal, "lecun_normal": LecunNormal,
+    "variance_scaling": VarianceScaling,
+}
+
+
+def get(identifier, what="initializer"):
+    """An Initializer from an instance, a Keras name ('glorot_uniform') or None (None stays None)."""
+    if identifier is None or isinstance(identifier, Initializer):
+        return identifier
+    if isinstance(identifier, str) and identifier.lower() in _BY_NAME:
+        return _BY_NAME[identifier.lower()]()
+    raise LayerError(f"{what}: expected an initializer or one of {sorted(_BY_NAME)}, received {identifier!r}")
+
+
+# OneFlow-style factories
+def truncated_normal(stddev=1.0, mean=0.0):
+    return TruncatedNormal(mean, stddev)
+
+
+truncated_normal_initializer = truncated_normal
+
+
+def random_normal_initializer(mean=0.0, stddev=1.0):
+    return RandomNormal(mean, stddev)
+
+
+def random_uniform_initializer(minval=0.0, maxval=1.0):
+    return RandomUniform(minval, maxval)
+
+
+def glorot_uniform_initializer():
+    return GlorotUniform()
+
+
+xavier_uniform_initializer = glorot_uniform_initializer
+
+
+def glorot_normal_initializer():
+    return GlorotNormal()
+
+
+def zeros_initializer():
+    return Zeros()
+
+
+def ones_initializer():
+    return Ones()
+
+
+def constant_initializer(value=0.0):
+    return Constant(value)

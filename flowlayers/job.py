@@ -1,0 +1,203 @@
+"""Job functions: OneFlow's face.  ``@flow.global_function`` turns a function of Placeholders
+into a step that takes numpy arrays and returns numpy arrays.
+
+The graph is built at the first call (after ``flow.config`` is set), in the
+view of ``function_config`` or the one in force, and rebuilt if the view,
+device count or mesh changes.  Weights are shared between job functions by
+layer name.
+"""
+import inspect
+import typing
+
+import numpy as np
+
+from . import config, dtypes, engine, scope
+from .errors import DTypeError, GraphError, InputError, describe_shape
+from .framework.blob import Blob
+from .framework.program import Program
+from .layers import base as layer_base
+from .ops import source
+from .typing import ListNumpy, Numpy, _Placeholder
+
+_builds = []
+_registered = []
+
+
+class function_config:  # noqa: N801 - OneFlow's name
+    """Per-job settings: ``default_logical_view(flow.scope.mirrored_view())``, ``default_data_type(flow.float)``."""
+
+    def __init__(self):
+        self.view = None
+        self.data_type = dtypes.float32
+
+    def default_logical_view(self, view):
+        self.view = scope.as_view_name(view, "function_config().default_logical_view(view)")
+
+    default_distribute_strategy = default_logical_view   # OneFlow 0.2's name
+
+    def default_data_type(self, dtype):
+        dtype = dtypes.as_dtype(dtype, "function_config().default_data_type(dtype)")
+        if not dtype.is_floating:
+            raise DTypeError(f"function_config().default_data_type: expected a floating dtype, received {dtype}")
+        self.data_type = dtype
+
+
+class _Build:
+    """What one job function's body declares while it runs: its loss and optimizer."""
+
+    def __init__(self, job_type):
+        self.job_type, self.loss, self.rule = job_type, None, None
+
+    def set_objective(self, loss, rule):
+        if self.job_type != "train":
+            raise GraphError(f"minimize(): expected inside a job function of type='train', received one of "
+                             f"type={self.job_type!r}")
+        if self.loss is not None:
+            raise GraphError("minimize(): expected once per job function, received a second call")
+        self.loss, self.rule = loss, rule
+
+
+def current_build():
+    if not _builds:
+        raise GraphError("minimize(): expected inside a function decorated with @flow.global_function(type='train')")
+    return _builds[-1]
+
+
+def global_function(type="predict", function_config=None):  # noqa: A002 - OneFlow's argument name
+    if type not in ("train", "predict"):
+        raise GraphError(f"@flow.global_function: type expected 'train' or 'predict', received {type!r}")
+
+    def decorate(fn):
+        job = JobFunction(fn, type, function_config)
+        _registered.append(job)
+        return job
+    return decorate
+
+
+class JobFunction:
+    def __init__(self, fn, job_type, cfg):
+        self.fn, self.job_type, self.config = fn, job_type, cfg
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self._compiled = None   # (key, program, executable, return structure)
+        sig = inspect.signature(fn)
+        hints = typing.get_type_hints(fn) if not _has_string_annotations(fn) else {}
+        self.params = []
+        for name, p in sig.parameters.items():
+            ann = hints.get(name, p.annotation)
+            if not isinstance(ann, _Placeholder):
+                raise GraphError(f"job function {fn.__name__!r}: argument {name!r} expected an annotation "
+                                 f"tp.Numpy.Placeholder(shape, dtype) or tp.ListNumpy.Placeholder(...), received "
+                                 f"{ann!r}")
+            self.params.append((name, ann))
+        self.returns = sig.return_annotation
+
+    @property
+    def view(self):
+        return (self.config and self.config.view) or config.view()
+
+    def build(self):
+        """Build the graph and compile it for the runtime in force (also done by the first call)."""
+        view = self.view
+        runtime = engine.runtime(view)
+        if self._compiled and self._compiled[0] is runtime:
+            return self._compiled
+        with scope.View(view), dtypes.default_float(self.config.data_type if self.config else dtypes.float32):
+            _builds.append(_Build(self.job_type))
+            layer_base._build_in_store.append(True)
+            try:
+                inputs = [self._placeholder(name, ph, view) for name, ph in self.params]
+                result = self.fn(*inputs)
+                build = _builds[-1]
+            finally:
+                _builds.pop()
+                layer_base._build_in_store.pop()
+        outputs, modes, structure = _outputs(self.__name__, result, self.returns, view)
+        if self.job_type == "train" and build.loss is None:
+            raise GraphError(f"job function {self.__name__!r} is type='train' but never called "
+                             f"flow.optimizer.<Optimizer>(...).minimize(loss)")
+        program = Program(inputs, outputs, modes, phase="train" if self.job_type == "train" else "predict",
+                          loss=build.loss, optimizer=build.rule, name=self.__name__)
+        self._compiled = (runtime, program, runtime.compile(program), structure)
+        return self._compiled
+
+    def _placeholder(self, name, ph, view):
+        if ph.kind == "list" and view != "mirrored":
+            raise GraphError(f"job function {self.__name__!r}: argument {name!r} is a tp.ListNumpy.Placeholder, "
+                             f"expected in the mirrored view only; the view in force is {view!r} (use "
+                             f"tp.Numpy.Placeholder, or function_config().default_logical_view(flow.scope."
+                             f"mirrored_view()))")
+        return source.placeholder(ph.shape, ph.dtype, name, kind=ph.kind)
+
+    def __call__(self, *args):
+        runtime, program, executable, structure = self.build()
+        if len(args) != len(self.params):
+            raise InputError(f"job function {self.__name__!r}: expected {len(self.params)} argument(s) "
+                             f"{[n for n, _ in self.params]}, received {len(args)}")
+        feeds = [_check_feed(self.__name__, name, ph, arg, runtime.num_replicas)
+                 for (name, ph), arg in zip(self.params, args)]
+        rule = program.optimizer
+        step_args = {}
+        if rule is not None:
+            step_args = {"lr": rule.current_learning_rate(), "step": rule.iterations + 1}
+        values = executable(feeds, **step_args)
+        if rule is not None:
+            rule.iterations += 1
+        return structure(values)
+
+
+def _has_string_annotations(fn):
+    return any(isinstance(p.annotation, str) for p in inspect.signature(fn).parameters.values())
+
+
+def _outputs(job_name, result, returns, view):
+    """Flatten a job's return value into (blobs, modes, function rebuilding the annotated structure)."""
+    if result is None:
+        return [], [], lambda values: None
+    if isinstance(result, Blob):
+        mode = _mode(job_name, returns, view)
+        return [result], [mode], lambda values: values[0]
+    if isinstance(result, (tuple, list)) and all(isinstance(r, Blob) for r in result):
+        args = typing.get_args(returns) if typing.get_origin(returns) in (tuple, typing.Tuple) else ()
+        modes = [_mode(job_name, args[i] if i < len(args) else returns, view) for i in range(len(result))]
+        return list(result), modes, lambda values: tuple(values)
+    raise GraphError(f"job function {job_name!r}: expected to return a Blob, a tuple of Blobs or None, received "
+                     f"{type(result).__name__}")
+
+
+def _mode(job_name, annotation, view):
+    if annotation is ListNumpy:
+        if view != "mirrored":
+            raise GraphError(f"job function {job_name!r}: return annotation tp.ListNumpy expected in the mirrored "
+                             f"view, the view in force is {view!r}; use tp.Numpy")
+        return "list"
+    return "numpy"    # tp.Numpy, no annotation, or a Tuple member without one
+
+
+def _check_feed(job, name, ph, value, n_devices):
+    if ph.kind == "list":
+        if not isinstance(value, (list, tuple)):
+            raise InputError(f"job function {job!r}: argument {name!r} (tp.ListNumpy.Placeholder) expected a list "
+                             f"of {n_devices} arrays, one per device, received a bare {type(value).__name__}")
+        if len(value) != n_devices:
+            raise InputError(f"job function {job!r}: argument {name!r} expected a list of {n_devices} arrays, one "
+                             f"per device (flow.config.gpu_device_num), received a list of {len(value)}")
+        return [_check_array(job, f"{name}[{i}]", ph, v) for i, v in enumerate(value)]
+    return _check_array(job, name, ph, value)
+
+
+def _check_array(job, name, ph, value):
+    if not isinstance(value, np.ndarray):
+        raise InputError(f"job function {job!r}: placeholder {name!r} expected a numpy array of shape "
+                         f"{describe_shape(ph.shape)}, received {type(value).__name__}")
+    if value.shape != ph.shape:
+        raise InputError(f"job function {job!r}: placeholder {name!r} expected shape {describe_shape(ph.shape)}, "
+                         f"received {describe_shape(value.shape)}")
+    if value.dtype != ph.dtype.numpy:
+        raise DTypeError(f"job function {job!r}: placeholder {name!r} expected dtype {ph.dtype.name}, received "
+                         f"{value.dtype} (convert with .astype(np.{ph.dtype.name}))")
+    return value
+
+
+def registered():
+    return list(_registered)

@@ -1,0 +1,145 @@
+"""Layer: ``__init__`` stores settings, ``build`` makes weights, ``call`` uses ops only.
+
+    class Scale(flow.layers.Layer):
+        def build(self, input_shape):
+            self.w = self.add_weight("w", (input_shape[-1],), initializer="ones")
+
+        def call(self, x):
+            return x * self.read(self.w)
+"""
+from .. import dtypes
+from ..errors import LayerError, ShapeError, describe_shape
+from ..framework import graph, naming
+from ..framework.blob import Blob
+from ..framework.variable import Variable, store
+from ..ops import source
+
+_build_in_store = []   # non-empty while a job function builds: weights are found by path (OneFlow's get_variable)
+
+
+class Layer:
+    #: rank checks made before ``build``/``call``: {"ndim": 4} or {"min_ndim": 2}
+    input_ndim = None
+    min_ndim = None
+
+    def __init__(self, name=None, trainable=True, dtype=None, input_shape=None, batch_size=None, **kwargs):
+        if kwargs:
+            raise LayerError(f"{type(self).__name__}: unexpected keyword argument(s) {sorted(kwargs)}")
+        if name is not None and (not isinstance(name, str) or not name or "/" in name):
+            raise LayerError(f"{type(self).__name__}: name expected a non-empty string without '/', received {name!r}")
+        if name is not None:
+            naming.reserve(name)
+        self.name = name or naming.unique_name(naming.snake_case(type(self).__name__))
+        self.trainable = trainable
+        self.dtype = dtypes.as_dtype(dtype, f"layer {self.name!r}: dtype")
+        self.input_shape_arg = None if input_shape is None else (batch_size,) + tuple(input_shape)
+        self.built = False
+        self._weights = []
+        self._feature_dims = None   # {axis: size} fixed by build; later calls must match
+        self.output = None          # the Blob of the latest call (shown by Model.summary)
+
+    # Weights ------------------------------------------------------------
+    def add_weight(self, name, shape, initializer="zeros", dtype=None, trainable=True):
+        from .. import initializers
+
+        path = f"{self.name}/{name}"
+        dtype = dtypes.as_dtype(dtype or self.dtype)
+        init = initializers.get(initializer, f"layer {self.name!r}: {name} initializer")
+        trainable = trainable and self.trainable
+        if _build_in_store:
+            var = store.get(path, shape, dtype, init, trainable)
+        else:
+            var = Variable(path, shape, dtype, init, trainable)
+        self._weights.append(var)
+        return var
+
+    def read(self, var):
+        """The Blob reading ``var`` in the graph being built."""
+        return source.variable(var)
+
+    @property
+    def weights(self):
+        return list(self._weights)
+
+    @property
+    def trainable_weights(self):
+        return [w for w in self._weights if w.trainable]
+
+    @property
+    def non_trainable_weights(self):
+        return [w for w in self._weights if not w.trainable]
+
+    def get_weights(self):
+        return [w.numpy() for w in self._weights]
+
+    def set_weights(self, values):
+        from ..models.weights import assign_all
+
+        assign_all(self._weights, values, f"layer {self.name!r}")
+
+    # Calling ------------------------------------------------------------
+    def build(self, input_shape):
+        pass
+
+    def call(self, inputs, **kwargs):
+        raise NotImplementedError
+
+    def __call__(self, inputs, training=None, **kwargs):
+        for x in inputs if isinstance(inputs, (list, tuple)) else [inputs]:
+            if not isinstance(x, Blob):
+                raise LayerError(f"layer {self.name!r}: expected a Blob (from flow.Input, a Placeholder or another "
+                                 f"layer), received {type(x).__name__}")
+        self._check_input(inputs)
+        with graph.layer_scope(self):
+            if not self.built:
+                self.build(_shapes(inputs))
+                self.built = True
+            if self.accepts_training:
+                kwargs["training"] = training
+            self.output = self.call(inputs, **kwargs)
+            return self.output
+
+    @property
+    def accepts_training(self):
+        import inspect
+
+        return "training" in inspect.signature(self.call).parameters
+
+    def fix_feature_dims(self, **axes):
+        """Record, in ``build``, input dims that later calls must match (``fix_feature_dims(axis_1=64)``)."""
+        self._feature_dims = {int(k.split("_")[-1]) if k != "last" else -1: v for k, v in axes.items()}
+
+    def _check_input(self, inputs):
+        if isinstance(inputs, (list, tuple)):
+            return
+        shape = inputs.shape
+        expect = None
+        if self.input_ndim is not None and len(shape) != self.input_ndim:
+            expect = f"an input of rank {self.input_ndim}"
+        elif self.min_ndim is not None and len(shape) < self.min_ndim:
+            expect = f"an input of rank >= {self.min_ndim}"
+        if expect:
+            raise ShapeError(f"layer {self.name!r} ({type(self).__name__}): expected {expect}, received shape "
+                             f"{describe_shape(shape)} (rank {len(shape)})")
+        for axis, size in (self._feature_dims or {}).items():
+            if shape[axis] is not None and shape[axis] != size:
+                raise ShapeError(f"layer {self.name!r} ({type(self).__name__}): expected input dim {axis} of size "
+                                 f"{size} (as when it was built), received shape {describe_shape(shape)}")
+
+    def compute_output_shape(self, input_shape):
+        """Output shape for ``input_shape``, found by building the layer's graph symbolically."""
+        from ..inputs import Input
+
+        return self(Input(input_shape[1:], batch_size=input_shape[0])).shape
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable, "dtype": self.dtype.name}
+
+    def __repr__(self):
+        return f"<{type(self).__name__} name={self.name!r}>"
+
+
+def _shapes(inputs):
+    if isinstance(inputs, (list, tuple)):
+        return [x.shape for x in inputs]
+    return inputs.shape

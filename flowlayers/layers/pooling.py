@@ -1,0 +1,35 @@
+"""MaxPool2D and AveragePooling2D."""
+from ..ops import conv
+from .base import Layer
+
+
+class _Pool2D(Layer):
+    input_ndim = 4
+    op = None
+
+    def __init__(self, pool_size=2, strides=None, padding="valid", data_format="channels_last", **kwargs):
+        super().__init__(**kwargs)
+        what = f"layer {self.name!r} ({type(self).__name__})"
+        self.pool_size = conv.pair(pool_size, what, "pool_size")
+        self.strides = conv.pair(self.pool_size if strides is None else strides, what, "strides")
+        self.padding = conv.padding(padding, what)
+        self.data_format = conv.data_format(data_format, what)
+
+    def call(self, x):
+        return type(self).op(x, self.pool_size, self.strides, self.padding, self.data_format)
+
+    def get_config(self):
+        return {**super().get_config(), "pool_size": self.pool_size, "strides": self.strides,
+                "padding": self.padding.lower(), "data_format": self.data_format}
+
+
+class MaxPool2D(_Pool2D):
+    op = staticmethod(conv.max_pool2d)
+
+
+class AveragePooling2D(_Pool2D):
+    op = staticmethod(conv.avg_pool2d)
+
+
+MaxPooling2D = MaxPool2D
+AvgPool2D = AveragePooling2D

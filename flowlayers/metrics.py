@@ -1,0 +1,90 @@
+"""Metrics as specs: a per-example value Blob built in the step, averaged exactly on the host.
+
+Every device returns the sum of its values; the host adds them and divides
+by the number of examples seen, so a metric is the same in every view.
+"""
+from . import dtypes
+from .errors import ConfigError
+from .ops import elementwise as ew, reduce
+
+
+class Metric:
+    def __init__(self, name=None):
+        self.name = name or type(self).__name__.lower()
+        self.reset_state()
+
+    def values(self, y_true, y_pred):
+        """Per-example metric values (a Blob with the batch as its first dim)."""
+        raise NotImplementedError
+
+    def reset_state(self):
+        self.total, self.count = 0.0, 0
+
+    def update(self, total, count):
+        self.total += float(total)
+        self.count += int(count)
+
+    def result(self):
+        return self.total / self.count if self.count else 0.0
+
+
+def _float(b):
+    return ew.cast(b, dtypes.float32)
+
+
+class SparseCategoricalAccuracy(Metric):
+    def values(self, y_true, y_pred):
+        return _float(ew.equal(reduce.argmax(y_pred, -1), ew.cast(y_true, dtypes.int64)))
+
+
+class CategoricalAccuracy(Metric):
+    def values(self, y_true, y_pred):
+        return _float(ew.equal(reduce.argmax(y_pred, -1), reduce.argmax(y_true, -1)))
+
+
+class BinaryAccuracy(Metric):
+    def __init__(self, name=None, threshold=0.5):
+        self.threshold = threshold
+        super().__init__(name)
+
+    def values(self, y_true, y_pred):
+        predicted = ew.cast(ew.greater(y_pred, self.threshold), y_true.dtype)
+        return reduce.reduce_mean(_float(ew.equal(predicted, y_true)), axis=-1)
+
+
+class MeanSquaredError(Metric):
+    def values(self, y_true, y_pred):
+        return reduce.reduce_mean(ew.square(y_pred - y_true), axis=-1)
+
+
+class MeanAbsoluteError(Metric):
+    def values(self, y_true, y_pred):
+        return reduce.reduce_mean(ew.abs(y_pred - y_true), axis=-1)
+
+
+class Mean(Metric):
+    """The running mean of a per-example Blob (used for the loss)."""
+
+
+_BY_NAME = {
+    "sparse_categorical_accuracy": SparseCategoricalAccuracy, "categorical_accuracy": CategoricalAccuracy,
+    "binary_accuracy": BinaryAccuracy, "mse": MeanSquaredError, "mean_squared_error": MeanSquaredError,
+    "mae": MeanAbsoluteError, "mean_absolute_error": MeanAbsoluteError,
+}
+
+
+def get(identifier, loss=None):
+    """A Metric from an instance or a name; 'accuracy'/'acc' follows the loss, as in Keras."""
+    if isinstance(identifier, Metric):
+        return identifier
+    if identifier in ("accuracy", "acc"):
+        from . import losses
+
+        kind = {losses.SparseCategoricalCrossentropy: SparseCategoricalAccuracy,
+                losses.CategoricalCrossentropy: CategoricalAccuracy,
+                losses.BinaryCrossentropy: BinaryAccuracy}.get(type(loss), SparseCategoricalAccuracy)
+        return kind(name="accuracy")
+    if isinstance(identifier, str) and identifier in _BY_NAME:
+        return _BY_NAME[identifier](name=identifier)
+    raise ConfigError(f"metric: expected a flow.metrics.* instance, 'accuracy' or one of {sorted(_BY_NAME)}, "
+                      f"received {identifier!r}")

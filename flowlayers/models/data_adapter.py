@@ -1,0 +1,66 @@
+"""Turning what users pass to fit/evaluate/predict into host batches, with clear errors."""
+import numpy as np
+
+from ..errors import InputError, describe_shape
+
+
+def is_dataset(x):
+    return hasattr(x, "as_numpy_iterator")
+
+
+def as_list(x, n_inputs, what):
+    """x as a list of arrays, one per model input."""
+    if isinstance(x, dict):
+        raise InputError(f"{what}: expected an array (or a list of arrays, one per model input), received a dict")
+    xs = list(x) if isinstance(x, (list, tuple)) else [x]
+    if len(xs) != n_inputs:
+        raise InputError(f"{what}: expected {n_inputs} input array(s), one per model input, received {len(xs)}")
+    return [np.asarray(a) for a in xs]
+
+
+def check_arrays(inputs, xs, y, what, label_spec=None):
+    """Shapes and dtypes against the model's Inputs, equal lengths; returns converted arrays."""
+    out = []
+    for blob, a in zip(inputs, xs):
+        if a.shape[1:] != blob.shape[1:] or a.ndim != blob.ndim:
+            raise InputError(f"{what}: input {blob.name!r} expected arrays of shape "
+                             f"{describe_shape((None,) + blob.shape[1:])}, received {describe_shape(a.shape)}")
+        out.append(_convert(a, blob.dtype, f"{what}: input {blob.name!r}"))
+    n = len(out[0])
+    for blob, a in zip(inputs, out):
+        if len(a) != n:
+            raise InputError(f"{what}: expected every input with the same number of samples, received {n} for "
+                             f"{inputs[0].name!r} and {len(a)} for {blob.name!r}")
+    if y is not None:
+        y = np.asarray(y)
+        if len(y) != n:
+            raise InputError(f"{what}: expected x and y with the same number of samples, received x with {n} and "
+                             f"y with {len(y)}")
+        if label_spec is not None:
+            shape, dtype = label_spec
+            if y.shape[1:] != tuple(shape[1:]):
+                raise InputError(f"{what}: y expected shape {describe_shape((None,) + tuple(shape[1:]))} for the "
+                                 f"loss, received {describe_shape(y.shape)}")
+            y = _convert(y, dtype, f"{what}: y")
+    return out, y
+
+
+def _convert(a, dtype, what):
+    if dtype.is_integer and a.dtype.kind == "f":
+        raise InputError(f"{what} expected integer values ({dtype.name}), received {a.dtype}")
+    if a.dtype.kind not in "biuf":
+        raise InputError(f"{what} expected numbers, received dtype {a.dtype}")
+    return a.astype(dtype.numpy, copy=False)
+
+
+def batches(arrays, batch_size, order=None):
+    """Yield tuples of batch slices; the last batch may be smaller."""
+    n = len(arrays[0])
+    if order is not None:
+        arrays = [a[order] for a in arrays]
+    for start in range(0, n, batch_size):
+        yield tuple(a[start:start + batch_size] for a in arrays)
+
+
+def num_batches(n, batch_size):
+    return -(-n // batch_size)

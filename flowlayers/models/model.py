@@ -1,0 +1,195 @@
+"""Model: a functional graph from ``flow.Input``s to outputs, trained with ``fit``.
+
+    x = flow.Input((784,))
+    y = flow.layers.Dense(10)(flow.layers.Dense(128, activation="relu")(x))
+    model = flow.Model(inputs=x, outputs=y)
+    model.compile(optimizer="adam", loss=flow.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    model.fit(x_train, y_train, batch_size=100, epochs=2)
+
+The same model runs in every view; the view in force when ``compile``
+(or ``fit``) runs decides where.
+"""
+from .. import checkpoint, engine, losses as losses_mod, metrics as metrics_mod, optimizers as optimizers_mod
+from ..errors import GraphError, InputError
+from ..framework.blob import Blob
+from ..framework.graph import topo_sort
+from ..framework.program import Program
+from ..ops import source
+from . import summary as summary_mod, training
+from .weights import assign_all
+
+
+class Model:
+    def __init__(self, inputs=None, outputs=None, name=None):
+        self.name = name or "model"
+        self.optimizer, self.loss, self.compiled_metrics = None, None, []
+        self.stop_training = False
+        self.history = None
+        self._jit_compile = False
+        self._programs = {}
+        if inputs is not None or outputs is not None:
+            self._init_graph(inputs, outputs)
+
+    def _init_graph(self, inputs, outputs):
+        self._single_output = isinstance(outputs, Blob)
+        self.inputs = _blob_list(inputs, "inputs", self.name)
+        self.outputs = _blob_list(outputs, "outputs", self.name)
+        for x in self.inputs:
+            if x.op != "placeholder":
+                raise GraphError(f"Model {self.name!r}: inputs expected flow.Input/Placeholder Blobs, received "
+                                 f"{x.name!r} produced by op {x.op!r}")
+        nodes = topo_sort(self.outputs)
+        feeds = {id(x.node) for x in self.inputs}
+        for node in nodes:
+            if node.op.name == "placeholder" and id(node) not in feeds:
+                raise GraphError(f"Model {self.name!r}: the outputs depend on input {node.name!r}, which is not in "
+                                 f"inputs=[{', '.join(x.name for x in self.inputs)}]")
+        self._nodes = nodes
+        self._layers = []
+        for node in nodes:
+            if node.layer is not None and all(node.layer is not l for l in self._layers):
+                self._layers.append(node.layer)
+
+    @property
+    def built(self):
+        return hasattr(self, "outputs")
+
+    # Layers and weights --------------------------------------------------
+    @property
+    def layers(self):
+        return list(self._layers) if self.built else []
+
+    def get_layer(self, name):
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise InputError(f"Model {self.name!r}: no layer named {name!r}; expected one of "
+                         f"{[l.name for l in self.layers]}")
+
+    @property
+    def weights(self):
+        """Variables in Keras order: layer by layer, each layer's in creation order; then any read outside layers."""
+        if not self.built:
+            return []
+        seen, out = set(), []
+        by_layer = [w for layer in self.layers for w in layer.weights]
+        for w in by_layer + [n.attrs["variable"] for n in self._nodes if n.op.name == "variable"]:
+            if id(w) not in seen:
+                seen.add(id(w))
+                out.append(w)
+        return out
+
+    @property
+    def trainable_weights(self):
+        return [w for w in self.weights if w.trainable]
+
+    @property
+    def non_trainable_weights(self):
+        return [w for w in self.weights if not w.trainable]
+
+    def get_weights(self):
+        """Full logical arrays in Keras order, gathered from every device."""
+        return [w.numpy() for w in self.weights]
+
+    def set_weights(self, weights):
+        assign_all(self.weights, weights, f"Model {self.name!r}")
+
+    def count_params(self):
+        import math
+
+        return sum(math.prod(w.shape) for w in self.weights)
+
+    # Checkpoints ---------------------------------------------------------
+    def _checkpoint_variables(self):
+        variables = {w.path: w for w in self.weights}
+        if self.optimizer is not None:
+            for slots in getattr(self.optimizer, "_slot_variables", {}).values():
+                variables.update({s.path: s for s in slots})
+        return variables
+
+    def save_weights(self, filepath, overwrite=True, **kwargs):
+        """Logical weights (and optimizer state) into directory ``filepath``; loads in any view or device count."""
+        self._require_built("save_weights")
+        step = self.optimizer.iterations if self.optimizer is not None else 0
+        checkpoint.save(filepath, self._checkpoint_variables(), {"optimizer_iterations": step})
+
+    save = save_weights
+
+    def load_weights(self, filepath, **kwargs):
+        self._require_built("load_weights")
+        extra = checkpoint.load(filepath, {w.path: w for w in self.weights})
+        if self.optimizer is not None:
+            self.optimizer.iterations = int(extra.get("optimizer_iterations", self.optimizer.iterations))
+
+    # Compile and run -----------------------------------------------------
+    def compile(self, optimizer="rmsprop", loss=None, metrics=None, jit_compile=False, **kwargs):
+        if kwargs:
+            raise InputError(f"Model {self.name!r}.compile: unexpected keyword argument(s) {sorted(kwargs)}")
+        self.optimizer = optimizers_mod.get(optimizer)
+        self.loss = losses_mod.get(loss) if loss is not None else None
+        self.compiled_metrics = [metrics_mod.get(m, self.loss) for m in (metrics or [])]
+        self._jit_compile = bool(jit_compile)
+        self._programs = {}
+
+    def _build_from_data(self, x):
+        """A functional model is built already; Sequential builds here from the first data it sees."""
+
+    def _require_built(self, what):
+        if not self.built:
+            raise GraphError(f"Model {self.name!r}.{what}: the model has no inputs yet; expected a model built from "
+                             f"flow.Input (or a Sequential that has seen data or an input shape)")
+
+    def _executable(self, phase):
+        """The compiled step for ``phase`` in the runtime in force (built once per runtime)."""
+        runtime = engine.runtime()
+        key = (phase, id(runtime))
+        if key not in self._programs:
+            self._programs[key] = runtime.compile(self._program(phase))
+        return self._programs[key]
+
+    def _program(self, phase):
+        if phase == "predict":
+            return Program(self.inputs, self.outputs, ["numpy"] * len(self.outputs), "predict",
+                           jit_compile=self._jit_compile, name=f"{self.name}.predict")
+        if self.loss is None:
+            raise GraphError(f"Model {self.name!r}: {'fit' if phase == 'train' else 'evaluate'} needs a loss; "
+                             f"call model.compile(optimizer=..., loss=...) first")
+        if len(self.outputs) != 1:
+            raise GraphError(f"Model {self.name!r}: fit/evaluate expected one output, received {len(self.outputs)}")
+        label = self._label_placeholder()
+        per_example = self.loss(label, self.outputs[0])
+        metric_blobs = [m.values(label, self.outputs[0]) for m in self.compiled_metrics]
+        return Program(self.inputs + [label], [per_example] + metric_blobs, ["sum"] * (1 + len(metric_blobs)),
+                       phase, loss=per_example if phase == "train" else None,
+                       optimizer=self.optimizer if phase == "train" else None, jit_compile=self._jit_compile,
+                       name=f"{self.name}.{phase}")
+
+    def _label_placeholder(self):
+        shape, dtype = self.loss.label_spec(self.outputs[0])
+        return source.placeholder(shape, dtype, f"{self.name}/labels")
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None, validation_split=0.0,
+            validation_data=None, shuffle=True, initial_epoch=0, steps_per_epoch=None):
+        return training.fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data,
+                            shuffle, initial_epoch, steps_per_epoch)
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", callbacks=None, return_dict=False):
+        return training.evaluate(self, x, y, batch_size, verbose, callbacks, return_dict)
+
+    def predict(self, x, batch_size=None, verbose="auto", callbacks=None):
+        return training.predict(self, x, batch_size, verbose, callbacks)
+
+    def summary(self, print_fn=print):
+        self._require_built("summary")
+        print_fn(summary_mod.summary(self))
+
+    def __repr__(self):
+        return f"<{type(self).__name__} name={self.name!r}>"
+
+
+def _blob_list(value, what, name):
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not items or not all(isinstance(b, Blob) for b in items):
+        raise GraphError(f"Model {name!r}: {what} expected a Blob or a list of Blobs, received {value!r}")
+    return items

@@ -1,0 +1,182 @@
+"""The loops behind ``fit``, ``evaluate`` and ``predict``: host batches in, exact averages out."""
+import numpy as np
+
+from .. import callbacks as callbacks_mod, config, losses
+from ..errors import InputError
+from . import data_adapter as da
+
+
+def _prepare(model, x, y, what, with_labels=True):
+    model._build_from_data(x)
+    model._require_built(what)
+    if da.is_dataset(x):
+        return None
+    xs = da.as_list(x, len(model.inputs), what)
+    label_spec = model.loss.label_spec(model.outputs[0]) if with_labels and model.loss else None
+    if with_labels and y is None:
+        raise InputError(f"{what}: expected labels y for the loss, received None")
+    xs, y = da.check_arrays(model.inputs, xs, y if with_labels else None, what, label_spec)
+    if with_labels:
+        _check_label_range(model, y, what)
+    return xs, y
+
+
+def _check_label_range(model, y, what):
+    if isinstance(model.loss, losses.SparseCategoricalCrossentropy) and y.size:
+        classes = model.outputs[0].shape[-1]
+        lo, hi = int(y.min()), int(y.max())
+        if lo < 0 or hi >= classes:
+            raise InputError(f"{what}: loss {model.loss.name!r} expected labels in [0, {classes}) for "
+                             f"{classes} classes, received labels in [{lo}, {hi}]")
+
+
+def _dataset_batches(ds, n_inputs):
+    for item in ds.as_numpy_iterator():
+        if not isinstance(item, tuple) or len(item) < 2:
+            raise InputError("dataset: expected elements (x, y), received " + type(item).__name__)
+        x, y = item[0], item[1]
+        yield tuple(list(x) if isinstance(x, (list, tuple)) else [x]) + (y,)
+
+
+def _run_batches(model, executable, batches, metrics, callbacks, hook, train):
+    """Run ``executable`` on each batch; metrics are exact running means over samples seen."""
+    for m in metrics:
+        m.reset_state()
+    logs = {}
+    for i, batch in enumerate(batches):
+        getattr(callbacks, f"on_{hook}_batch_begin")(i, logs)
+        opt = model.optimizer
+        kwargs = {"lr": opt.current_learning_rate(), "step": opt.iterations + 1} if train else {}
+        sums = executable(list(batch), **kwargs)
+        if train:
+            opt.iterations += 1
+        n = len(batch[-1])
+        for m, total in zip(metrics, sums):
+            m.update(total, n)
+        logs = {m.name: m.result() for m in metrics}
+        getattr(callbacks, f"on_{hook}_batch_end")(i, logs)
+        if train and model.stop_training:
+            break
+    return logs
+
+
+def _metrics(model):
+    loss = _LossMean()
+    return [loss] + list(model.compiled_metrics)
+
+
+class _LossMean:
+    name = "loss"
+
+    def reset_state(self):
+        self.total, self.count = 0.0, 0
+
+    def update(self, total, count):
+        self.total += float(total)
+        self.count += int(count)
+
+    def result(self):
+        return self.total / self.count if self.count else 0.0
+
+
+def _callback_list(model, callbacks, verbose, params, history=None):
+    cbs = list(callbacks or [])
+    if verbose not in (0, False):
+        cbs.append(callbacks_mod.ProgbarLogger(verbose=1 if verbose == "auto" else verbose))
+    if history is not None:
+        cbs.insert(0, history)
+    return callbacks_mod.CallbackList(cbs, model, params)
+
+
+def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data, shuffle,
+        initial_epoch, steps_per_epoch):
+    what = f"Model {model.name!r}.fit"
+    batch_size = _batch_size(batch_size, what)
+    if not isinstance(epochs, int) or epochs < 0:
+        raise InputError(f"{what}: epochs expected a non-negative int, received {epochs!r}")
+    prepared = _prepare(model, x, y, what)
+    if prepared is not None:
+        xs, y = prepared
+        if validation_split and validation_data is None:
+            if not 0.0 < validation_split < 1.0:
+                raise InputError(f"{what}: validation_split expected a float in (0, 1), received {validation_split!r}")
+            cut = int(len(y) * (1.0 - validation_split))
+            validation_data = ([a[cut:] for a in xs], y[cut:])
+            xs, y = [a[:cut] for a in xs], y[:cut]
+        steps = da.num_batches(len(y), batch_size)
+    else:
+        steps = None
+    if steps_per_epoch is not None:
+        steps = min(steps, steps_per_epoch) if steps else steps_per_epoch
+    executable = model._executable("train")
+    history = callbacks_mod.History()
+    cbs = _callback_list(model, callbacks, verbose, {"epochs": epochs, "steps": steps, "verbose": verbose}, history)
+    model.history, model.stop_training = history, False
+    metrics = _metrics(model)
+    cbs.on_train_begin({})
+    for epoch in range(initial_epoch, epochs):
+        cbs.on_epoch_begin(epoch, {})
+        if prepared is None:
+            batches = _dataset_batches(x, len(model.inputs))
+        else:
+            order = np.random.default_rng([config.seed(), epoch]).permutation(len(y)) if shuffle else None
+            batches = da.batches(xs + [y], batch_size, order)
+        if steps_per_epoch is not None:
+            batches = (b for i, b in zip(range(steps_per_epoch), batches))
+        logs = _run_batches(model, executable, batches, metrics, cbs, "train", train=True)
+        if validation_data is not None:
+            val = evaluate(model, *_split_validation(validation_data, what), batch_size, 0, None, True)
+            logs.update({f"val_{k}": v for k, v in val.items()})
+        cbs.on_epoch_end(epoch, logs)
+        if model.stop_training:
+            break
+    cbs.on_train_end({})
+    return history
+
+
+def _split_validation(data, what):
+    if da.is_dataset(data):
+        return data, None
+    if isinstance(data, (tuple, list)) and len(data) == 2:
+        return data
+    raise InputError(f"{what}: validation_data expected (x_val, y_val) or a dataset, received {type(data).__name__}")
+
+
+def _batch_size(batch_size, what):
+    if batch_size is None:
+        return 32
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+        raise InputError(f"{what}: batch_size expected a positive int, received {batch_size!r}")
+    return batch_size
+
+
+def evaluate(model, x, y, batch_size, verbose, callbacks, return_dict):
+    what = f"Model {model.name!r}.evaluate"
+    batch_size = _batch_size(batch_size, what)
+    prepared = _prepare(model, x, y, what)
+    executable = model._executable("eval")
+    cbs = _callback_list(model, callbacks, 0 if verbose == "auto" else verbose, {"verbose": verbose})
+    metrics = _metrics(model)
+    cbs.on_test_begin({})
+    batches = _dataset_batches(x, len(model.inputs)) if prepared is None else \
+        da.batches(prepared[0] + [prepared[1]], batch_size)
+    logs = _run_batches(model, executable, batches, metrics, cbs, "test", train=False)
+    cbs.on_test_end(logs)
+    if return_dict:
+        return logs
+    values = [logs[m.name] for m in metrics]
+    return values[0] if len(values) == 1 else values
+
+
+def predict(model, x, batch_size, verbose, callbacks):
+    what = f"Model {model.name!r}.predict"
+    batch_size = _batch_size(batch_size, what)
+    if da.is_dataset(x):
+        x = np.concatenate([item[0] if isinstance(item, tuple) else item for item in x.as_numpy_iterator()])
+    xs, _ = _prepare(model, x, None, what, with_labels=False)
+    executable = model._executable("predict")
+    outputs = [executable(list(batch)) for batch in da.batches(xs, batch_size)]
+    if not outputs:
+        raise InputError(f"{what}: expected at least one sample, received an empty array")
+    merged = [np.concatenate([o[i] for o in outputs]) for i in range(len(model.outputs))]
+    return merged[0] if model._single_output else merged

@@ -1,0 +1,149 @@
+"""2-D convolution, pooling and bias_add, in NCHW or NHWC (kernels are always (kh, kw, in, out))."""
+from ..errors import DTypeError, LayerError, ShapeError, describe_shape
+from ..framework.graph import apply
+from ..framework.op_def import OpDef, Signature
+from ..sbp import Split as S, broadcast as B, partial_sum as P
+from . import rules
+
+_FORMATS = {"NCHW": "NCHW", "NHWC": "NHWC", "channels_first": "NCHW", "channels_last": "NHWC"}
+
+
+def data_format(value, what):
+    if value not in _FORMATS:
+        raise LayerError(f"{what}: data_format expected one of {list(_FORMATS)}, received {value!r}")
+    return _FORMATS[value]
+
+
+def padding(value, what):
+    if not isinstance(value, str) or value.upper() not in ("SAME", "VALID"):
+        raise LayerError(f"{what}: padding expected 'SAME' or 'VALID', received {value!r}")
+    return value.upper()
+
+
+def pair(value, what, name):
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value, value)
+    value = tuple(value) if isinstance(value, (list, tuple)) else value
+    if not (isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) and v > 0 for v in value)):
+        raise LayerError(f"{what}: {name} expected a positive int or a pair of them, received {value!r}")
+    return value
+
+
+def channel_axis(fmt):
+    return 1 if fmt == "NCHW" else 3
+
+
+def _spatial(size, k, s, d, pad):
+    if size is None:
+        return None
+    if pad == "SAME":
+        return -(-size // s)
+    out = (size - (k - 1) * d - 1) // s + 1
+    if out <= 0:
+        raise ShapeError(f"expected a spatial size of at least {(k - 1) * d + 1} for VALID padding, received {size}")
+    return out
+
+
+def _out_shape(x, fmt, channels, ksize, strides, dilations, pad):
+    h_ax, w_ax = (2, 3) if fmt == "NCHW" else (1, 2)
+    hw = [_spatial(x.shape[a], k, s, d, pad) for a, k, s, d in zip((h_ax, w_ax), ksize, strides, dilations)]
+    return (x.shape[0], channels, *hw) if fmt == "NCHW" else (x.shape[0], *hw, channels)
+
+
+def _check_rank4(x, fmt):
+    if x.ndim != 4:
+        raise ShapeError(f"expected a rank-4 input ({'N, C, H, W' if fmt == 'NCHW' else 'N, H, W, C'}), "
+                         f"received shape {describe_shape(x.shape)} (rank {x.ndim})")
+
+
+def _infer_conv(inputs, attrs):
+    x, w = inputs
+    fmt = attrs["data_format"]
+    _check_rank4(x, fmt)
+    if x.dtype != w.dtype:
+        raise DTypeError(f"expected input and kernel of one dtype, received {x.dtype} and {w.dtype}")
+    cin = x.shape[channel_axis(fmt)]
+    if cin is not None and cin != w.shape[2]:
+        raise ShapeError(f"expected {w.shape[2]} input channels on axis {channel_axis(fmt)} ({fmt}), "
+                         f"received shape {describe_shape(x.shape)}")
+    return [(_out_shape(x, fmt, w.shape[3], w.shape[:2], attrs["strides"], attrs["dilations"], attrs["padding"]),
+             x.dtype)]
+
+
+def _conv_signatures(inputs, attrs):
+    c = channel_axis(attrs["data_format"])
+    return [Signature((S(0), B), (S(0),)),            # data parallel
+            Signature((B, S(3)), (S(c),)),            # output channels split
+            Signature((S(c), S(2)), (P,)),            # input channels split: partial sums
+            Signature((P, B), (P,)),
+            Signature((B, B), (B,))]
+
+
+CONV2D = OpDef("conv2d", _infer_conv, _conv_signatures)
+
+
+def conv2d(x, kernel, strides=1, padding_="VALID", data_format_="NCHW", dilations=1, name=None):
+    what = name or "conv2d"
+    attrs = {"strides": pair(strides, what, "strides"), "dilations": pair(dilations, what, "dilations"),
+             "padding": padding(padding_, what), "data_format": data_format(data_format_, what)}
+    return apply(CONV2D, [x, kernel], attrs, name)
+
+
+def _infer_pool(inputs, attrs):
+    (x,) = inputs
+    fmt = attrs["data_format"]
+    _check_rank4(x, fmt)
+    return [(_out_shape(x, fmt, x.shape[channel_axis(fmt)], attrs["ksize"], attrs["strides"], (1, 1),
+                        attrs["padding"]), x.dtype)]
+
+
+def _pool_signatures(inputs, attrs):
+    return rules.batch_only(inputs, attrs, keep_axes=(0, channel_axis(attrs["data_format"])))
+
+
+MAX_POOL2D = OpDef("max_pool2d", _infer_pool, _pool_signatures)
+AVG_POOL2D = OpDef("avg_pool2d", _infer_pool, _pool_signatures)
+
+
+def _pool(op, x, ksize, strides, padding_, data_format_, name):
+    what = name or op.name
+    strides = ksize if strides is None else strides
+    attrs = {"ksize": pair(ksize, what, "ksize"), "strides": pair(strides, what, "strides"),
+             "padding": padding(padding_, what), "data_format": data_format(data_format_, what)}
+    return apply(op, [x], attrs, name)
+
+
+def max_pool2d(input, ksize, strides=None, padding="VALID", data_format="NCHW", name=None):  # noqa: A002
+    """Max pooling over H and W; ``data_format`` is 'NCHW' (OneFlow's default) or 'NHWC'."""
+    return _pool(MAX_POOL2D, input, ksize, strides, padding, data_format, name)
+
+
+def avg_pool2d(input, ksize, strides=None, padding="VALID", data_format="NCHW", name=None):  # noqa: A002
+    """Average pooling over H and W (padding cells are not counted, as in TF and Keras)."""
+    return _pool(AVG_POOL2D, input, ksize, strides, padding, data_format, name)
+
+
+def _infer_bias_add(inputs, attrs):
+    x, b = inputs
+    axis = attrs["axis"] % x.ndim
+    if b.ndim != 1 or (x.shape[axis] is not None and b.shape[0] != x.shape[axis]):
+        raise ShapeError(f"expected a bias of shape ({x.shape[axis]},) for axis {axis} of "
+                         f"{describe_shape(x.shape)}, received {describe_shape(b.shape)}")
+    if x.dtype != b.dtype:
+        raise DTypeError(f"expected input and bias of one dtype, received {x.dtype} and {b.dtype}")
+    return [(x.shape, x.dtype)]
+
+
+def _bias_add_signatures(inputs, attrs):
+    x, _ = inputs
+    axis = attrs["axis"] % x.ndim
+    sigs = [Signature((S(k), B), (S(k),)) for k in range(x.ndim) if k != axis]
+    return sigs + [Signature((S(axis), S(0)), (S(axis),)), Signature((B, B), (B,))]
+
+
+BIAS_ADD = OpDef("bias_add", _infer_bias_add, _bias_add_signatures)
+
+
+def bias_add(x, bias, axis=-1, name=None):
+    """``x + bias`` with the 1-D ``bias`` laid along ``axis`` of ``x``."""
+    return apply(BIAS_ADD, [x, bias], {"axis": axis % x.ndim}, name)

@@ -1,0 +1,27 @@
+"""Source nodes: placeholders (inputs fed per step) and variables (state held by the engine)."""
+from ..framework.graph import apply
+from ..framework.op_def import OpDef
+from ..parallel.propagate import mesh_axes
+from ..sbp import Split, broadcast
+
+PLACEHOLDER = OpDef("placeholder", lambda inputs, attrs: [(attrs["shape"], attrs["dtype"])], lambda i, a: [])
+VARIABLE = OpDef("variable", lambda inputs, attrs: [(attrs["variable"].shape, attrs["variable"].dtype)],
+                 lambda i, a: [])
+
+
+def placeholder(shape, dtype, name, kind="numpy"):
+    """A logical input; ``kind`` 'numpy' (global batch, split over ``data``) or 'list' (one array per device)."""
+    attrs = {"shape": tuple(shape), "dtype": dtype, "kind": kind}
+    axes = mesh_axes()
+    if axes is not None:
+        attrs["sbp"] = tuple(Split(0) if a == "data" and len(shape) else broadcast for a, _ in axes)
+    return apply(PLACEHOLDER, [], attrs, name)
+
+
+def variable(var):
+    """The Blob that reads Variable ``var`` in the graph being built."""
+    attrs = {"variable": var}
+    axes = mesh_axes()
+    if axes is not None:
+        attrs["sbp"] = var.nd_sbp([a for a, _ in axes])
+    return apply(VARIABLE, [], attrs, var.path)

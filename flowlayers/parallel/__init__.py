@@ -1,0 +1,1 @@
+"""The planner: SBP propagation, Boxing and its cost.  Pure Python, no engine."""

@@ -1,0 +1,24 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="flowlayers",
+    version="0.1.0",
+    description="Keras-style layers whose models are logical: one config line picks consistent (SBP) or "
+                "mirrored execution over the devices of a host.",
+    long_description=open("README.md").read() if __import__("os").path.exists("README.md") else "",
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["flowlayers", "flowlayers.*"])
+    + find_packages("backends", include=["flowlayers_tensorflow", "flowlayers_tensorflow.*"]),
+    package_dir={"flowlayers_tensorflow": "backends/flowlayers_tensorflow"},
+    install_requires=["numpy>=1.26,<3"],
+    extras_require={
+        # the engine: the CPU build of TensorFlow is enough where no GPU is wanted
+        "tensorflow-cpu": ["tensorflow-cpu>=2.21,<2.22", "tf-keras>=2.21,<2.22", "keras>=3.15,<4"],
+        "tensorflow": ["tensorflow>=2.21,<2.22", "tf-keras>=2.21,<2.22", "keras>=3.15,<4"],
+        "examples": ["scikit-learn>=1.4"],
+        "test": ["pytest>=8", "pytest-xdist>=3.5", "scikit-learn>=1.4"],
+        "docs": ["mkdocs>=1.6", "mkdocstrings[python]>=0.26"],
+    },
+    entry_points={"flowlayers.backends": ["tensorflow = flowlayers_tensorflow:Backend"]},
+)
