@@ -20,7 +20,7 @@ class StrategyRuntime:
         self.view, self.devices = view, devices.devices(n)
         self.num_replicas = n
         self.native_nchw = devices.is_gpu(self.devices[0])
-        self.strategy = tf.distribute.MirroredStrategy(self.devices) if n > 1 else tf.distribute.get_strategy()
+        self.strategy = _mirrored_strategy(self.devices) if n > 1 else tf.distribute.get_strategy()
 
     def __repr__(self):
         return f"<tensorflow runtime view={self.view} devices={self.devices}>"
@@ -73,3 +73,19 @@ class StrategyRuntime:
 
     def wrap_error(self, program, error):
         return EngineError(f"step {program.name!r} failed in the engine: {error.message if hasattr(error, 'message') else error}")
+
+
+_strategies_made = [0]
+
+
+def _mirrored_strategy(devices):
+    """A MirroredStrategy whose collective group keys cannot collide with another's in this process.
+
+    Each MirroredStrategy numbers its collective groups from ``1 + _collective_key_base`` (0 by
+    default), so a 2-device and a 4-device strategy in one process would both use group 1 and
+    abort ("joining a group with size 4, but that group has size 2").
+    """
+    _strategies_made[0] += 1
+    base = 1_000_000 * _strategies_made[0]
+    cls = type("MirroredStrategy", (tf.distribute.MirroredStrategy,), {"_collective_key_base": base})
+    return cls(devices)
