@@ -1,0 +1,209 @@
+"""The consistent view on TF DTensor: one logical tensor per Blob, laid out over a mesh by SBP.
+
+Variables are DVariables with the layouts their rules give (replicated by
+default).  The planner's nd-SBP for every Blob becomes a ``dtensor.relayout``
+so DTensor computes what was planned; partial sums are left to DTensor's SPMD
+expansion (DTensor layouts have no public partial-sum).
+
+A train step is TWO tf.functions — gradients, then the optimizer update.
+Fusing them leaves most DVariables silently un-updated in TF 2.21
+(``../shared/notes/dtensor_fused_update_bug.py``); ``FUSED_STEP`` exists only
+so a test can prove the equivalence tests catch that.
+"""
+import numpy as np
+import tensorflow as tf
+from tensorflow.experimental import dtensor
+
+from flowlayers.errors import EngineError, FlowLayersError
+from flowlayers.parallel import plan as planner
+from flowlayers.sbp import Split, partial_sum
+
+from . import devices
+from .executable import TFMath
+from .lowering import LoweringContext, run_graph
+from .variables import initial_value
+
+FUSED_STEP = False   # never True outside the test that proves the split step matters
+
+
+class ConsistentRuntime:
+    view = "consistent"
+
+    def __init__(self, n, mesh_axes):
+        self.devices = devices.devices(n)
+        self.axes = list(mesh_axes)
+        self.num_replicas = n
+        self.native_nchw = devices.is_gpu(self.devices[0])
+        kind = "GPU" if self.native_nchw else "CPU"
+        self.mesh = dtensor.create_mesh(self.axes, devices=[d.replace("/device:", "") for d in self.devices],
+                                        device_type=kind)
+
+    def __repr__(self):
+        return f"<tensorflow runtime view=consistent mesh={dict(self.axes)}>"
+
+    # Layouts ------------------------------------------------------------
+    def layout(self, nd_sbp, rank):
+        """nd-SBP -> DTensor Layout; P has no layout and is read as replicated."""
+        spec = [dtensor.UNSHARDED] * rank
+        for (axis, _), sbp in zip(self.axes, nd_sbp):
+            if isinstance(sbp, Split):
+                spec[sbp.axis] = axis
+        return dtensor.Layout(spec, self.mesh)
+
+    def replicated(self, rank):
+        return dtensor.Layout.replicated(self.mesh, rank)
+
+    def to_mesh(self, value, layout):
+        value = tf.convert_to_tensor(value)
+        with tf.device(self.devices[0]):
+            return dtensor.relayout(dtensor.copy_to_mesh(value, self.replicated(value.shape.rank)), layout)
+
+    # Variables ----------------------------------------------------------
+    def variable_layout(self, var):
+        return self.layout(var.nd_sbp([a for a, _ in self.axes]), len(var.shape))
+
+    def create_variable(self, var, value=None):
+        layout = self.variable_layout(var)
+        init = initial_value(var) if value is None else tf.constant(value)
+        return dtensor.DVariable(self.to_mesh(init, layout), trainable=var.trainable)
+
+    def read(self, handle):
+        full = dtensor.relayout(tf.convert_to_tensor(handle), self.replicated(handle.shape.rank))
+        return np.array(dtensor.unpack(full)[0].numpy())
+
+    def write(self, handle, value):
+        handle.assign(self.to_mesh(value.astype(handle.dtype.as_numpy_dtype), dtensor.fetch_layout(handle)))
+
+    def shard_shapes(self, handle):
+        return [tuple(t.shape) for t in dtensor.unpack(tf.convert_to_tensor(handle))]
+
+    # Steps --------------------------------------------------------------
+    def compile(self, program):
+        return ConsistentExecutable(self, program)
+
+    def place(self, feed, nd_sbp):
+        """A global host batch -> a DTensor with each device holding its shard only."""
+        arr = np.asarray(feed)
+        layout = self.layout(nd_sbp, arr.ndim)
+        sizes = [n for _, n in self.axes]
+        parts = []
+        for i in range(self.num_replicas):
+            coords = np.unravel_index(i, sizes)
+            shard = arr
+            for (axis, n), c in zip(self.axes, coords):
+                for dim, name in enumerate(layout.sharding_specs):
+                    if name == axis:
+                        size = shard.shape[dim] // n
+                        shard = np.take(shard, range(c * size, (c + 1) * size), axis=dim)
+            parts.append(tf.constant(shard))
+        return dtensor.pack(parts, layout)
+
+    def wrap_error(self, program, error):
+        return EngineError(f"step {program.name!r} failed in the engine: {getattr(error, 'message', error)}")
+
+
+class ConsistentExecutable:
+    def __init__(self, runtime, program):
+        self.runtime, self.program = runtime, program
+        self.slot_vars = program.slots()
+        self._handles, self._fns = None, {}
+        from flowlayers import config
+
+        self._seed = config.seed()
+
+    def _current_handles(self):
+        p = self.program
+        variables = list(p.variables) + [s for slots in self.slot_vars.values() for s in slots]
+        handles = {v.path: v._live_handle(self.runtime) for v in variables}
+        if self._handles is None or any(handles[k] is not self._handles[k] for k in handles):
+            self._handles, self._fns = handles, {}
+        return handles
+
+    def _functions(self, batch):
+        """(forward-or-grads fn, apply fn) for a fed batch size; the plan depends on whether it splits."""
+        if batch not in self._fns:
+            sbps = planner.plan(self.program.nodes, self.runtime.axes, batch)
+            jit = self.program.jit_compile or None
+            self._fns[batch] = (sbps, tf.function(lambda *a: self._forward(sbps, *a), jit_compile=jit),
+                                tf.function(self._apply, jit_compile=jit),
+                                tf.function(lambda *a: self._fused(sbps, *a), jit_compile=jit))
+        return self._fns[batch]
+
+    def __call__(self, feeds, lr=0.0, step=1):
+        p, rt = self.program, self.runtime
+        self._current_handles()
+        batch = len(feeds[0]) if feeds and np.ndim(feeds[0]) else None
+        sbps, forward, apply, fused = self._functions(batch)
+        placed = [rt.place(f, sbps[x]) for f, x in zip(feeds, p.inputs)]
+        scalar = lambda v, dt: rt.to_mesh(tf.constant(v, dt), rt.replicated(0))  # noqa: E731
+        lr_t, step_t = scalar(lr, tf.float32), scalar(step, tf.int64)
+        try:
+            with dtensor.default_mesh(rt.mesh):
+                if FUSED_STEP and p.loss is not None:
+                    outs = fused(placed, lr_t, step_t)
+                else:
+                    outs, grads, updates = forward(placed, step_t)
+                    if p.loss is not None or p.updates:
+                        apply(grads, updates, lr_t, step_t)
+        except FlowLayersError:
+            raise
+        except tf.errors.OpError as e:
+            raise rt.wrap_error(p, e) from None
+        return [self._fetch(o, m) for o, m in zip(outs, p.output_modes)]
+
+    def _fetch(self, value, mode):
+        parts = [t.numpy() for t in dtensor.unpack(value)]
+        return parts if mode == "list" else parts[0]
+
+    def _forward(self, sbps, feeds, step):
+        p, rt = self.program, self.runtime
+        ctx = _DTensorContext(p.phase, step, self._seed, rt, sbps)
+        env = dict(zip(p.inputs, feeds))
+        grads, updates = [], []
+        if p.loss is not None:
+            trainable = [self._handles[v.path] for v in p.trainable]
+            with tf.GradientTape() as tape:
+                run_graph(p.nodes, env, self._handles, ctx)
+                loss = tf.cast(env[p.loss], tf.float32)
+                mean = tf.reduce_sum(loss) / tf.cast(tf.size(loss), tf.float32)
+            grads = tape.gradient(mean, trainable, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            grads = [tf.convert_to_tensor(g) for g in grads]
+        else:
+            run_graph(p.nodes, env, self._handles, ctx)
+        updates = [env[b] for _, b in p.updates]
+        outs = []
+        for blob, mode in zip(p.outputs, p.output_modes):
+            value = tf.reduce_sum(env[blob]) if mode == "sum" else env[blob]
+            outs.append(dtensor.relayout(value, rt.replicated(value.shape.rank)))
+        return outs, grads, updates
+
+    def _apply(self, grads, updates, lr, step):
+        p = self.program
+        for var, grad in zip(p.trainable, grads):
+            handle = self._handles[var.path]
+            grad = dtensor.relayout(grad, self.runtime.variable_layout(var))
+            slots = [self._handles[s.path] for s in self.slot_vars[var.path]]
+            p.optimizer.update(TFMath, handle, grad, slots, lr, tf.cast(step, tf.float32))
+        for (var, _), value in zip(p.updates, updates):
+            handle = self._handles[var.path]
+            handle.assign(dtensor.relayout(value, self.runtime.variable_layout(var)))
+
+    def _fused(self, sbps, feeds, lr, step):
+        outs, grads, updates = self._forward(sbps, feeds, step)
+        self._apply(grads, updates, lr, step)
+        return outs
+
+
+class _DTensorContext(LoweringContext):
+    def __init__(self, phase, step, seed, runtime, sbps):
+        super().__init__(phase, step, seed, runtime.native_nchw)
+        self.runtime, self.sbps = runtime, sbps
+
+    def constant(self, value, dtype):
+        return self.runtime.to_mesh(tf.constant(value, dtype), self.runtime.replicated(np.ndim(value)))
+
+    def pin(self, blob, tensor):
+        nd = self.sbps.get(blob)
+        if nd is None or partial_sum in nd:
+            return tensor
+        return dtensor.relayout(tensor, self.runtime.layout(nd, blob.ndim))
