@@ -1,4 +1,10 @@
+"""Shared test setup.
+
+Set before anything starts TensorFlow: 4 logical CPU devices per test process
+(a 4-device process serves 1-, 2- and 4-device runtimes) and a quiet TF log.
+"""
 import os
+from pathlib import Path
 
 os.environ["FLOWLAYERS_CPU_DEVICES"] = "4"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -7,9 +13,30 @@ import pytest  # noqa: E402
 
 import flowlayers as flow  # noqa: E402
 
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+MNIST_TEST_FILES = ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+
+
+@pytest.fixture(autouse=True)
+def _reset_config():
+    """Each test starts with no automatic layer names, no layout rules and the default mesh."""
+    flow.clear_session()
+    flow.config.set_layout_rules({})
+    flow.config.set_mesh()
+    yield
+
 
 @pytest.fixture
 def fresh():
     flow.clear_session()
     yield
     flow.clear_session()
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """``<repo>/../shared/data`` with the MNIST test set (idx, gz); the test is skipped without it."""
+    if not all((SHARED_DATA / name).is_file() for name in MNIST_TEST_FILES):
+        pytest.skip(f"MNIST test set ({', '.join(MNIST_TEST_FILES)}) not found in {SHARED_DATA}")
+    return SHARED_DATA

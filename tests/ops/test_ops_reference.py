@@ -1,0 +1,610 @@
+"""Every op against an independent float64 reference (plain TF math, no tf.nn shortcuts), forward and gradient.
+
+Forward: a Model from ``flow.Input``s to the op, ``predict``, compared with the reference.
+Gradient: each float input passes through ``Scale`` (a trainable elementwise factor, all ones) and
+non-batch operands are trainable ``Param``s; one ``fit`` step of ``SGD(1.0)`` with
+``MeanSquaredError`` on the whole data moves every weight by minus the mean-loss gradient,
+compared with ``tf.GradientTape`` on the reference.  One device, mirrored view.
+"""
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import flowlayers as flow
+from flowlayers.ops import conv as conv_ops
+from flowlayers.ops import elementwise as ew
+
+N = 2             # batch
+F64 = tf.float64
+
+
+@pytest.fixture(autouse=True)
+def _one_device(fresh):
+    flow.config.gpu_device_num(1)
+    flow.config.set_view("mirrored")
+
+
+# --------------------------------------------------------------------------- harness
+class Scale(flow.layers.Layer):
+    """``x * w`` with ``w`` of the per-example shape, initialised to ones: its gradient is the input's."""
+
+    def build(self, input_shape):
+        self.w = self.add_weight("w", tuple(input_shape[1:]), initializer="ones")
+
+    def call(self, x):
+        return x * self.read(self.w)
+
+
+class Param(flow.layers.Layer):
+    """A trainable tensor with no batch dim (a kernel, a bias, a table); the input only anchors the call."""
+
+    def __init__(self, shape, **kwargs):
+        super().__init__(**kwargs)
+        self.shape = tuple(shape)
+
+    def build(self, input_shape):
+        self.w = self.add_weight("w", self.shape, initializer="zeros")
+
+    def call(self, x):
+        return self.read(self.w)
+
+
+class Spec:
+    """kind 'f': float input (batched), 'i': int input (batched), 'p': float Param (no batch dim)."""
+
+    def __init__(self, kind, shape, lo=-2.0, hi=2.0, dtype=None, values=None):
+        self.kind, self.shape, self.lo, self.hi, self.dtype, self.values = kind, tuple(shape), lo, hi, dtype, values
+
+    def sample(self, rng):
+        if self.values is not None:
+            return np.asarray(self.values, self.dtype or np.int32)
+        shape = ((N,) if self.kind != "p" else ()) + self.shape
+        if self.kind == "i":
+            return rng.integers(int(self.lo), int(self.hi), size=shape).astype(self.dtype or np.int32)
+        return rng.uniform(self.lo, self.hi, size=shape).astype(np.float32)
+
+
+def F(*shape, lo=-2.0, hi=2.0):
+    return Spec("f", shape, lo, hi)
+
+
+def I(*shape, high, dtype=np.int32, values=None):  # noqa: E743
+    return Spec("i", shape, 0, high, dtype, values)
+
+
+def P(*shape, lo=-1.0, hi=1.0):
+    return Spec("p", shape, lo, hi)
+
+
+def _as_tuple(x):
+    return tuple(x) if isinstance(x, (list, tuple)) else (x,)
+
+
+def check(specs, build, ref, grad=True, ref_train=None, rtol=1e-5, atol=1e-5, grad_rtol=1e-4, grad_atol=2e-6,
+          seed=0):
+    """Forward and (``grad``) gradient of ``build(*blobs)`` against ``ref(*tensors)`` (float64 TF math)."""
+    rng = np.random.default_rng(seed)
+    values = [s.sample(rng) for s in specs]
+    inputs, blobs, weights = [], [None] * len(specs), []   # weights: (Variable, index into values)
+    for k, (s, v) in enumerate(zip(specs, values)):
+        if s.kind == "f":
+            x = flow.Input(v.shape[1:])
+            inputs.append(x)
+            layer = Scale()
+            blobs[k] = layer(x)
+            weights.append((layer.w, k))
+        elif s.kind == "i":
+            x = flow.Input(v.shape[1:], dtype=flow.int64 if v.dtype == np.int64 else flow.int32)
+            inputs.append(x)
+            blobs[k] = x
+    params = []
+    for k, s in enumerate(specs):
+        if s.kind == "p":
+            layer = Param(s.shape)
+            blobs[k] = layer(inputs[0])
+            params.append((layer, k))
+            weights.append((layer.w, k))
+    outs = _as_tuple(build(*blobs))
+    model = flow.Model(inputs, list(outs) if len(outs) > 1 else outs[0])
+    for layer, k in params:
+        layer.set_weights([values[k]])
+    feeds = [v for s, v in zip(specs, values) if s.kind != "p"]
+    feeds = feeds if len(feeds) > 1 else feeds[0]
+
+    got = _as_tuple(model.predict(feeds, batch_size=N, verbose=0))
+    tf_values = [tf.constant(v, F64 if v.dtype.kind == "f" else None) for v in values]
+    want = _as_tuple(ref(*tf_values))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        w = w.numpy()
+        assert g.shape == w.shape, (g.shape, w.shape)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg="forward")
+    if not grad:
+        return got
+
+    # gradient: one SGD(1.0) step on the whole batch moves each weight by minus the mean-loss gradient
+    out = outs[0]
+    train_model = model if len(outs) == 1 else flow.Model(inputs, out)
+    target = rng.normal(size=got[0].shape).astype(out.dtype.numpy)
+    before = [w.numpy() for w, _ in weights]
+    train_model.compile(optimizer=flow.optimizers.SGD(1.0), loss=flow.losses.MeanSquaredError())
+    train_model.fit(feeds, target, batch_size=N, epochs=1, shuffle=False, verbose=0)
+    got_grads = [b - w.numpy() for b, (w, _) in zip(before, weights)]
+
+    ref_vars = []
+    for w, k in weights:
+        init = np.ones(w.shape) if specs[k].kind == "f" else values[k].astype(np.float64)
+        ref_vars.append(tf.Variable(init, dtype=F64))
+    with tf.GradientTape() as tape:
+        args = list(tf_values)
+        for var, (w, k) in zip(ref_vars, weights):
+            args[k] = tf_values[k] * var if specs[k].kind == "f" else tf.identity(var)
+        y = _as_tuple((ref_train or ref)(*args))[0]
+        loss = tf.reduce_mean(tf.square(y - tf.constant(target, F64)))
+    want_grads = tape.gradient(loss, ref_vars, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    for (w, _), g, r in zip(weights, got_grads, want_grads):
+        np.testing.assert_allclose(g, tf.convert_to_tensor(r).numpy(), rtol=grad_rtol, atol=grad_atol,
+                                   err_msg=f"gradient of {w.path}")
+    return got
+
+
+# --------------------------------------------------------------------------- references (float64, plain math)
+def where(cond, a, b):
+    """``tf.where`` taking Python numbers for either branch."""
+    a = tf.convert_to_tensor(a, F64)
+    return tf.where(cond, a, tf.zeros_like(a) + b)
+
+
+def r_sigmoid(x):
+    return 1.0 / (1.0 + tf.exp(-x))
+
+
+def r_log_softmax(x, axis=-1):
+    z = x - tf.stop_gradient(tf.reduce_max(x, axis=axis, keepdims=True))
+    return z - tf.math.log(tf.reduce_sum(tf.exp(z), axis=axis, keepdims=True))
+
+
+def r_softmax(x, axis=-1):
+    return tf.exp(r_log_softmax(x, axis))
+
+
+SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+
+def _same_pads(size, k, s, d=1):
+    eff = (k - 1) * d + 1
+    out = -(-size // s)
+    total = max((out - 1) * s + eff - size, 0)
+    return total // 2, total - total // 2
+
+
+def _windows(x, ksize, strides, padding, dilations=(1, 1), fill=0.0):
+    """NHWC ``x`` -> list of ((i, j), strided slice (N, OH, OW, C)) for every kernel tap."""
+    (kh, kw), (sh, sw), (dh, dw) = ksize, strides, dilations
+    if padding == "SAME":
+        ph, pw = _same_pads(x.shape[1], kh, sh, dh), _same_pads(x.shape[2], kw, sw, dw)
+        x = tf.pad(x, [[0, 0], list(ph), list(pw), [0, 0]], constant_values=fill)
+    oh = (x.shape[1] - (kh - 1) * dh - 1) // sh + 1
+    ow = (x.shape[2] - (kw - 1) * dw - 1) // sw + 1
+    return [((i, j), x[:, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw, :])
+            for i in range(kh) for j in range(kw)]
+
+
+def _nhwc(fn, x, fmt):
+    if fmt == "NCHW":
+        return tf.transpose(fn(tf.transpose(x, (0, 2, 3, 1))), (0, 3, 1, 2))
+    return fn(x)
+
+
+def r_conv2d(x, w, strides, padding, fmt, dilations=(1, 1)):
+    def fn(t):
+        taps = _windows(t, w.shape[:2], strides, padding, dilations)
+        return tf.add_n([tf.einsum("nhwc,co->nhwo", patch, w[i, j]) for (i, j), patch in taps])
+    return _nhwc(fn, x, fmt)
+
+
+def r_max_pool(x, ksize, strides, padding, fmt):
+    return _nhwc(lambda t: tf.reduce_max(tf.stack([p for _, p in _windows(t, ksize, strides, padding,
+                                                                          fill=-np.inf)]), 0), x, fmt)
+
+
+def r_avg_pool(x, ksize, strides, padding, fmt):
+    def fn(t):
+        total = tf.add_n([p for _, p in _windows(t, ksize, strides, padding)])
+        count = tf.add_n([p for _, p in _windows(tf.ones_like(t), ksize, strides, padding)])
+        return total / count               # padding cells are not counted
+    return _nhwc(fn, x, fmt)
+
+
+def r_moments(x, axes):
+    mean = tf.reduce_mean(x, axis=axes, keepdims=True)
+    return mean, tf.reduce_mean(tf.square(x - mean), axis=axes, keepdims=True)
+
+
+def r_batch_norm(x, gamma, beta, mm, mv, axis, momentum, eps, training):
+    axes = [i for i in range(x.ndim) if i != axis]
+    shape = [-1 if i == axis else 1 for i in range(x.ndim)]
+    if training:
+        mean, var = r_moments(x, axes)
+        bm, bv = tf.reshape(mean, [-1]), tf.reshape(var, [-1])
+        new_mm, new_mv = mm * momentum + bm * (1 - momentum), mv * momentum + bv * (1 - momentum)
+    else:
+        mean, var = tf.reshape(mm, shape), tf.reshape(mv, shape)
+        new_mm, new_mv = mm, mv
+    y = (x - mean) / tf.sqrt(var + eps) * tf.reshape(gamma, shape) + tf.reshape(beta, shape)
+    return y, new_mm, new_mv
+
+
+def r_layer_norm(x, gamma, beta, axes, eps):
+    mean, var = r_moments(x, axes)
+    shape = [x.shape[i] if i in axes else 1 for i in range(x.ndim)]
+    return (x - mean) / tf.sqrt(var + eps) * tf.reshape(gamma, shape) + tf.reshape(beta, shape)
+
+
+# --------------------------------------------------------------------------- elementwise
+def _binary_cases():
+    ops = {
+        "add": (flow.math.add, lambda a, b: a + b, {}),
+        "subtract": (flow.math.subtract, lambda a, b: a - b, {}),
+        "multiply": (flow.math.multiply, lambda a, b: a * b, {}),
+        "divide": (flow.math.divide, lambda a, b: a / b, {"b": (0.5, 2.0)}),
+        "maximum": (flow.math.maximum, lambda a, b: where(a >= b, a, b), {}),
+        "minimum": (flow.math.minimum, lambda a, b: where(a <= b, a, b), {}),
+        "pow": (flow.math.pow, lambda a, b: tf.exp(b * tf.math.log(a)), {"a": (0.5, 2.0)}),
+    }
+    layouts = {   # (a spec, b spec)
+        "same": ((3, 4), (3, 4), "f"),
+        "bcast_batched": ((3, 4), (1, 4), "f"),
+        "bcast_param": ((3, 4), (4,), "p"),
+        "bcast_param_2d": ((2, 3, 1), (3, 4), "p"),
+    }
+    cases = []
+    for op, (fn, ref, ranges) in ops.items():
+        for lay, (sa, sb, kb) in layouts.items():
+            a = F(*sa, lo=ranges.get("a", (-2, 2))[0], hi=ranges.get("a", (-2, 2))[1])
+            blo, bhi = ranges.get("b", (-2, 2))
+            b = F(*sb, lo=blo, hi=bhi) if kb == "f" else P(*sb, lo=blo, hi=bhi)
+            cases.append(pytest.param([a, b], fn, ref, id=f"{op}-{lay}"))
+    return cases
+
+
+@pytest.mark.parametrize("specs, fn, ref", _binary_cases())
+def test_binary(specs, fn, ref):
+    check(specs, fn, ref)
+
+
+@pytest.mark.parametrize("build, ref, lo", [
+    pytest.param(lambda x: x + 1.5, lambda x: x + 1.5, -2, id="blob+scalar"),
+    pytest.param(lambda x: 2.0 - x, lambda x: 2.0 - x, -2, id="scalar-blob"),
+    pytest.param(lambda x: x * 3.0, lambda x: x * 3.0, -2, id="blob*scalar"),
+    pytest.param(lambda x: 1.0 / x, lambda x: 1.0 / x, 0.5, id="scalar/blob"),
+    pytest.param(lambda x: -x, lambda x: -x, -2, id="neg"),
+    pytest.param(lambda x: flow.math.pow(x, 3.0), lambda x: x * x * x, 0.5, id="pow-scalar"),
+    pytest.param(lambda x: flow.math.maximum(x, 0.25), lambda x: where(x >= 0.25, x, 0.25), -2, id="max-scalar"),
+])
+def test_scalar_operands(build, ref, lo):
+    check([F(3, 4, lo=lo)], build, ref)
+
+
+UNARY = {   # name: (flow fn, reference, (lo, hi))
+    "relu": (flow.nn.relu, lambda x: where(x > 0, x, 0.0), (-2, 2)),
+    "relu6": (flow.nn.relu6, lambda x: tf.clip_by_value(x, 0.0, 6.0), (-8, 8)),
+    "sigmoid": (flow.math.sigmoid, r_sigmoid, (-3, 3)),
+    "tanh": (flow.math.tanh, lambda x: (tf.exp(2 * x) - 1) / (tf.exp(2 * x) + 1), (-3, 3)),
+    "exp": (flow.math.exp, tf.exp, (-2, 2)),
+    "log": (flow.math.log, tf.math.log, (0.2, 3)),
+    "sqrt": (flow.math.sqrt, lambda x: tf.pow(x, 0.5), (0.2, 3)),
+    "rsqrt": (flow.math.rsqrt, lambda x: tf.pow(x, -0.5), (0.2, 3)),
+    "square": (flow.math.square, lambda x: x * x, (-2, 2)),
+    "gelu": (flow.nn.gelu, lambda x: 0.5 * x * (1 + tf.math.erf(x / math.sqrt(2.0))), (-3, 3)),
+    "softplus": (flow.nn.softplus, lambda x: tf.math.log(1 + tf.exp(x)), (-4, 4)),
+    "softsign": (ew.softsign, lambda x: x / (1 + tf.abs(x)), (-3, 3)),
+    "silu": (flow.nn.silu, lambda x: x * r_sigmoid(x), (-3, 3)),
+    "swish": (flow.nn.swish, lambda x: x * r_sigmoid(x), (-3, 3)),
+    "elu": (flow.nn.elu, lambda x: where(x > 0, x, tf.exp(tf.minimum(x, 0.0)) - 1), (-3, 3)),
+    "selu": (flow.nn.selu, lambda x: SELU_SCALE * where(x > 0, x, SELU_ALPHA * (tf.exp(tf.minimum(x, 0.0)) - 1)),
+             (-3, 3)),
+    "hard_sigmoid": (ew.hard_sigmoid, lambda x: tf.clip_by_value(x / 6.0 + 0.5, 0.0, 1.0), (-5, 5)),
+    "leaky_relu": (flow.nn.leaky_relu, lambda x: where(x > 0, x, 0.2 * x), (-2, 2)),
+    "leaky_relu_0.1": (lambda x: flow.nn.leaky_relu(x, alpha=0.1), lambda x: where(x > 0, x, 0.1 * x), (-2, 2)),
+    "negative": (flow.math.negative, lambda x: -x, (-2, 2)),
+    "abs": (flow.math.abs, lambda x: where(x >= 0, x, -x), (-2, 2)),
+}
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+def test_unary(name):
+    fn, ref, (lo, hi) = UNARY[name]
+    check([F(3, 4, lo=lo, hi=hi)], fn, ref)
+
+
+@pytest.mark.parametrize("name", ["relu", "gelu", "hard_sigmoid", "softsign", "selu", "exponential"])
+def test_activations_by_name(name):
+    fn = flow.activations.get(name)
+    ref = tf.exp if name == "exponential" else UNARY[name][1]
+    check([F(5, lo=-4, hi=4)], fn, ref, grad=False)
+
+
+def test_unary_integer_abs_negative():
+    x = np.array([[3, -2, 0], [-7, 5, 1]], np.int32)
+    check([I(3, high=1, values=x)], lambda t: flow.math.abs(flow.math.negative(t)), lambda t: tf.abs(-t),
+          grad=False)
+
+
+@pytest.mark.parametrize("dtype, grad", [(flow.float64, True), (flow.int32, False), (flow.int64, False)])
+def test_cast_from_float(dtype, grad):
+    np_dtype = dtype.numpy
+    got = check([F(3, 4, lo=-5, hi=5)], lambda x: flow.cast(x, dtype),
+                lambda x: tf.cast(x, tf.as_dtype(np_dtype)) if grad else
+                tf.constant(np.trunc(x.numpy()).astype(np_dtype)), grad=grad)
+    assert got[0].dtype == np_dtype
+
+
+def test_cast_from_int():
+    check([I(5, high=100), F(5)], lambda i, x: flow.cast(i, flow.float32) * x,
+          lambda i, x: tf.cast(i, F64) * x)
+
+
+def test_compare_ops():
+    got = check([F(3, 4), F(3, 4)], lambda a, b: [ew.greater(a, b), flow.math.equal(a, a)],
+                lambda a, b: (a > b, a == a), grad=False)
+    assert got[0].dtype == np.bool_
+
+
+# --------------------------------------------------------------------------- matmul
+@pytest.mark.parametrize("specs, kw, ref", [
+    pytest.param([F(3), P(3, 5)], {}, lambda a, b: tf.einsum("nk,kc->nc", a, b), id="2d"),
+    pytest.param([F(3), P(5, 3)], {"transpose_b": True}, lambda a, b: tf.einsum("nk,ck->nc", a, b), id="2d-tb"),
+    pytest.param([F(4, 3), F(3, 5)], {}, lambda a, b: tf.einsum("nrk,nkc->nrc", a, b), id="batched"),
+    pytest.param([F(3, 4), F(3, 5)], {"transpose_a": True}, lambda a, b: tf.einsum("nkr,nkc->nrc", a, b),
+                 id="batched-ta"),
+    pytest.param([F(4, 3), F(5, 3)], {"transpose_b": True}, lambda a, b: tf.einsum("nrk,nck->nrc", a, b),
+                 id="batched-tb"),
+    pytest.param([F(3, 4), F(5, 3)], {"transpose_a": True, "transpose_b": True},
+                 lambda a, b: tf.einsum("nkr,nck->nrc", a, b), id="batched-ta-tb"),
+    pytest.param([F(4, 3), P(3, 5)], {}, lambda a, b: tf.einsum("nrk,kc->nrc", a, b), id="rank3@rank2"),
+    pytest.param([F(2, 4, 3), F(2, 3, 5)], {}, lambda a, b: tf.einsum("nmrk,nmkc->nmrc", a, b), id="rank4"),
+])
+def test_matmul(specs, kw, ref):
+    check(specs, lambda a, b: flow.matmul(a, b, **kw), ref)
+
+
+def test_matmul_operator():
+    check([F(3), P(3, 2)], lambda a, b: a @ b, lambda a, b: tf.einsum("nk,kc->nc", a, b))
+
+
+# --------------------------------------------------------------------------- convolution and pooling
+CONV_CASES = [   # (H, W, Cin, kernel (kh, kw, Cout), strides, padding, dilations)
+    ((7, 7), 3, (3, 3, 4), 1, "VALID", 1),
+    ((7, 7), 3, (3, 3, 4), 1, "SAME", 1),
+    ((7, 7), 3, (3, 3, 4), 2, "VALID", 1),
+    ((7, 7), 3, (3, 3, 4), 2, "SAME", 1),
+    ((6, 7), 2, (2, 2, 3), (1, 2), "SAME", 1),
+    ((7, 8), 2, (3, 2, 3), (2, 1), "VALID", 1),
+    ((7, 7), 2, (3, 3, 2), 1, "SAME", 2),
+]
+
+
+def _conv_params():
+    out = []
+    for (hw, cin, k, s, pad, d) in CONV_CASES:
+        for fmt in ("NCHW", "NHWC"):
+            out.append(pytest.param(fmt, hw, cin, k, s, pad, d, id=f"{fmt}-{hw[0]}x{hw[1]}-k{k[0]}{k[1]}-s{s}-{pad}-d{d}"))
+    return out
+
+
+@pytest.mark.parametrize("fmt, hw, cin, k, s, pad, d", _conv_params())
+def test_conv2d(fmt, hw, cin, k, s, pad, d):
+    x_shape = (cin, *hw) if fmt == "NCHW" else (*hw, cin)
+    pair = (s, s) if isinstance(s, int) else s
+    check([F(*x_shape), P(k[0], k[1], cin, k[2], lo=-0.5, hi=0.5)],
+          lambda x, w: conv_ops.conv2d(x, w, s, pad, fmt, d),
+          lambda x, w: r_conv2d(x, w, pair, pad, fmt, (d, d)))
+
+
+POOL_CASES = [   # (H, W), ksize, strides, padding
+    ((6, 6), 2, None, "VALID"),
+    ((7, 7), 2, 2, "SAME"),
+    ((7, 7), 3, 2, "VALID"),
+    ((7, 7), 3, 2, "SAME"),
+    ((5, 6), (2, 3), (1, 2), "SAME"),
+]
+
+
+def _pool_params():
+    out = []
+    for kind in ("max", "avg"):
+        for (hw, k, s, pad) in POOL_CASES:
+            for fmt in ("NCHW", "NHWC"):
+                out.append(pytest.param(kind, fmt, hw, k, s, pad, id=f"{kind}-{fmt}-{hw[0]}x{hw[1]}-k{k}-s{s}-{pad}"))
+    return out
+
+
+@pytest.mark.parametrize("kind, fmt, hw, k, s, pad", _pool_params())
+def test_pool2d(kind, fmt, hw, k, s, pad):
+    fn = flow.nn.max_pool2d if kind == "max" else flow.nn.avg_pool2d
+    r = r_max_pool if kind == "max" else r_avg_pool
+    kp = (k, k) if isinstance(k, int) else k
+    sp = kp if s is None else ((s, s) if isinstance(s, int) else s)
+    x_shape = (3, *hw) if fmt == "NCHW" else (*hw, 3)
+    check([F(*x_shape)], lambda x: fn(x, k, s, pad, fmt), lambda x: r(x, kp, sp, pad, fmt))
+
+
+@pytest.mark.parametrize("shape, axis", [((4,), -1), ((3, 4), 1), ((3, 4, 5), 1), ((4, 5, 3), 3), ((4, 5, 3), -1)])
+def test_bias_add(shape, axis):
+    full = (N,) + shape
+    c = full[axis]
+    bshape = [1] * len(full)
+    bshape[axis] = -1
+    check([F(*shape), P(c)], lambda x, b: flow.nn.bias_add(x, b, axis=axis),
+          lambda x, b: x + tf.reshape(b, bshape))
+
+
+# --------------------------------------------------------------------------- shape ops
+@pytest.mark.parametrize("shape, build, ref", [
+    pytest.param((3, 4), lambda x: flow.reshape(x, (None, 12)), lambda x: tf.reshape(x, (N, 12)), id="reshape"),
+    pytest.param((3, 4), lambda x: flow.reshape(x, (-1, 2, 6)), lambda x: tf.reshape(x, (N, 2, 6)),
+                 id="reshape-neg1-first"),
+    pytest.param((3, 4), lambda x: flow.reshape(x, (x.shape[0], -1, 2)), lambda x: tf.reshape(x, (N, 6, 2)),
+                 id="reshape-neg1-mid"),
+    pytest.param((2, 3, 4), lambda x: flow.flatten(x), lambda x: tf.reshape(x, (N, 24)), id="flatten"),
+    pytest.param((3, 4), lambda x: flow.transpose(x, (0, 2, 1)), lambda x: tf.transpose(x, (0, 2, 1)),
+                 id="transpose"),
+    pytest.param((2, 3, 4), lambda x: flow.transpose(x, (0, 3, 1, 2)), lambda x: tf.transpose(x, (0, 3, 1, 2)),
+                 id="transpose-nhwc-nchw"),
+    pytest.param((2, 3, 4), lambda x: flow.transpose(x, (1, 0, 3, 2)), lambda x: tf.transpose(x, (1, 0, 3, 2)),
+                 id="transpose-batch-axis"),
+])
+def test_shape_ops(shape, build, ref):
+    check([F(*shape)], build, ref)
+
+
+@pytest.mark.parametrize("specs, axis", [
+    pytest.param([F(3, 4), F(3, 2)], -1, id="last"),
+    pytest.param([F(3, 4), F(1, 4), F(2, 4)], 1, id="three-axis1"),
+    pytest.param([F(3, 4), F(3, 4)], 0, id="batch-axis"),
+])
+def test_concat(specs, axis):
+    check(specs, lambda *xs: flow.concat(list(xs), axis=axis), lambda *xs: tf.concat(xs, axis=axis))
+
+
+# --------------------------------------------------------------------------- reductions
+REDUCE = {"sum": (flow.math.reduce_sum, tf.reduce_sum), "mean": (flow.math.reduce_mean, tf.reduce_mean),
+          "max": (flow.math.reduce_max, tf.reduce_max)}
+
+
+@pytest.mark.parametrize("kind", list(REDUCE))
+@pytest.mark.parametrize("axis, keepdims", [(1, False), (-1, False), ((1, 2), False), ((1, 2), True), (2, True),
+                                            (0, True), (None, True)])
+def test_reduce(kind, axis, keepdims):
+    fn, ref = REDUCE[kind]
+    check([F(3, 4)], lambda x: fn(x, axis=axis, keepdims=keepdims),
+          lambda x: ref(x, axis=axis, keepdims=keepdims))
+
+
+@pytest.mark.parametrize("kind", list(REDUCE))
+def test_reduce_all_to_scalar(kind):
+    fn, ref = REDUCE[kind]
+    check([F(3, 4)], lambda x: fn(x), lambda x: ref(x), grad=False)
+
+
+@pytest.mark.parametrize("axis", [1, -1, 0])
+def test_argmax(axis):
+    got = check([F(3, 4)], lambda x: flow.math.argmax(x, axis=axis), lambda x: tf.argmax(x, axis=axis), grad=False)
+    assert got[0].dtype == np.int64
+
+
+# --------------------------------------------------------------------------- softmax and cross-entropies
+@pytest.mark.parametrize("shape, axis", [((5,), -1), ((3, 4), -1), ((3, 4), 1)])
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax(shape, axis, log):
+    fn = flow.nn.log_softmax if log else flow.nn.softmax
+    ref = r_log_softmax if log else r_softmax
+    check([F(*shape, lo=-3, hi=3)], lambda x: fn(x, axis=axis), lambda x: ref(x, axis))
+
+
+@pytest.mark.parametrize("shape, dtype", [((), np.int32), ((), np.int64), ((3,), np.int32)])
+def test_sparse_softmax_cross_entropy(shape, dtype):
+    c = 5
+    check([I(*shape, high=c, dtype=dtype), F(*shape, c, lo=-3, hi=3)],
+          lambda y, z: flow.nn.sparse_softmax_cross_entropy_with_logits(y, z),
+          lambda y, z: -tf.reduce_sum(tf.one_hot(y, c, dtype=F64) * r_log_softmax(z), -1))
+
+
+def test_softmax_cross_entropy_soft_labels():
+    check([F(3, 5, lo=0, hi=1), F(3, 5, lo=-3, hi=3)],
+          lambda y, z: flow.nn.softmax_cross_entropy_with_logits(y, z),
+          lambda y, z: -tf.reduce_sum(y * r_log_softmax(z), -1))
+
+
+def test_sigmoid_cross_entropy():
+    check([F(3, 4, lo=0, hi=1), F(3, 4, lo=-4, hi=4)],
+          lambda y, z: flow.nn.sigmoid_cross_entropy_with_logits(y, z),
+          lambda y, z: -(y * tf.math.log(r_sigmoid(z)) + (1 - y) * tf.math.log(1 - r_sigmoid(z))))
+
+
+# --------------------------------------------------------------------------- dropout
+def test_dropout_inference_is_identity():
+    check([F(3, 4)], lambda x: flow.nn.dropout(x, 0.5, training=False), lambda x: x)
+
+
+def test_dropout_follows_phase_in_predict():
+    check([F(3, 4)], lambda x: flow.nn.dropout(x, 0.5, training=None), lambda x: x, grad=False)
+
+
+@pytest.mark.parametrize("rate", [0.2, 0.5])
+def test_dropout_training(rate):
+    x = flow.Input((40, 50))
+    model = flow.Model(x, flow.nn.dropout(x, rate, training=True))
+    xv = np.random.default_rng(1).uniform(1.0, 2.0, (N, 40, 50)).astype(np.float32)
+    y = model.predict(xv, batch_size=N, verbose=0)
+    zero = y == 0
+    assert abs(zero.mean() - rate) < 0.03, zero.mean()
+    np.testing.assert_allclose(y[~zero], xv[~zero] / (1 - rate), rtol=1e-6)
+    # the mask is a function of (seed, op, step): a rerun repeats it
+    np.testing.assert_array_equal(model.predict(xv, batch_size=N, verbose=0), y)
+
+
+@pytest.mark.parametrize("training", [True, None])
+def test_dropout_gradient(training):
+    """Train step, one example: each Scale gradient is 0 (dropped) or the kept value's gradient, with 1/(1-rate)."""
+    rate = 0.4
+    x = flow.Input((40, 50))
+    scale = Scale()
+    model = flow.Model(x, flow.nn.dropout(scale(x), rate, training=training))
+    xv = np.random.default_rng(2).uniform(1.0, 2.0, (1, 40, 50)).astype(np.float32)
+    model.compile(optimizer=flow.optimizers.SGD(1.0), loss=flow.losses.MeanSquaredError())
+    model.fit(xv, np.zeros_like(xv), batch_size=1, epochs=1, shuffle=False, verbose=0)
+    g = 1.0 - scale.w.numpy()
+    kept = 2.0 * (xv[0] / (1 - rate)) ** 2 / xv.size      # d/ds mean((x s / (1-rate))^2) at s = 1
+    dropped = g == 0
+    assert abs(dropped.mean() - rate) < 0.04, dropped.mean()
+    np.testing.assert_allclose(g[~dropped], kept[~dropped], rtol=1e-4, atol=1e-7)
+
+
+# --------------------------------------------------------------------------- normalisation
+BN_CASES = [   # per-example shape, axis
+    ((4,), -1), ((3, 4, 4), 1), ((4, 4, 3), 3),
+]
+
+
+@pytest.mark.parametrize("shape, axis", BN_CASES)
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm(shape, axis, training):
+    c = ((N,) + shape)[axis]
+    ax = axis % (len(shape) + 1)
+    specs = [F(*shape, lo=-2, hi=3), P(c, lo=0.5, hi=1.5), P(c), P(c), P(c, lo=0.5, hi=1.5)]
+    check(specs, lambda x, g, b, m, v: flow.nn.batch_norm(x, g, b, m, v, axis, 0.9, 1e-3, training),
+          lambda x, g, b, m, v: r_batch_norm(x, g, b, m, v, ax, 0.9, 1e-3, training), rtol=1e-4)
+
+
+def test_batch_norm_follows_phase():
+    """training=None: moving statistics in predict, batch statistics in the train step."""
+    specs = [F(4, lo=-2, hi=3), P(4, lo=0.5, hi=1.5), P(4), P(4), P(4, lo=0.5, hi=1.5)]
+    check(specs, lambda x, g, b, m, v: flow.nn.batch_norm(x, g, b, m, v, -1, 0.9, 1e-3, None)[0],
+          lambda x, g, b, m, v: r_batch_norm(x, g, b, m, v, 1, 0.9, 1e-3, False)[0],
+          ref_train=lambda x, g, b, m, v: r_batch_norm(x, g, b, m, v, 1, 0.9, 1e-3, True)[0], rtol=1e-4)
+
+
+@pytest.mark.parametrize("shape, axes", [((6,), (-1,)), ((3, 4), (-1,)), ((3, 4), (1, 2)), ((3, 4), (1,))])
+def test_layer_norm(shape, axes):
+    full = (N,) + shape
+    axes_pos = tuple(sorted(a % len(full) for a in axes))
+    pshape = tuple(full[a] for a in axes_pos)
+    check([F(*shape, lo=-2, hi=3), P(*pshape, lo=0.5, hi=1.5), P(*pshape)],
+          lambda x, g, b: flow.nn.layer_norm(x, g, b, axes, 1e-3),
+          lambda x, g, b: r_layer_norm(x, g, b, list(axes_pos), 1e-3), rtol=1e-4)
+
+
+# --------------------------------------------------------------------------- gather
+@pytest.mark.parametrize("ids, dtype", [
+    pytest.param([[0, 5, 2, 2], [5, 1, 0, 3]], np.int32, id="2d-dup-int32"),
+    pytest.param([1, 4], np.int64, id="1d-int64"),
+])
+def test_gather(ids, dtype):
+    ids = np.asarray(ids, dtype)
+    check([I(*ids.shape[1:], high=6, dtype=dtype, values=ids), P(6, 3)],
+          lambda i, t: flow.gather(t, i),
+          lambda i, t: tf.einsum("...r,rd->...d", tf.one_hot(i, 6, dtype=F64), t))
