@@ -38,7 +38,9 @@ class Executable:
         handles = {v.path: v._live_handle(self.runtime) for v in variables}
         if self._handles is None or any(handles[k] is not self._handles[k] for k in handles):
             self._handles = handles
-            self._fn = tf.function(self._step, jit_compile=p.jit_compile or None, reduce_retracing=True)
+            self._fn = tf.function(self._step, reduce_retracing=True)
+            # XLA compiles each replica's forward and backward; collectives and updates stay outside
+            self._compute = tf.function(self._local, jit_compile=True) if p.jit_compile else self._local
         return handles
 
     def __call__(self, feeds, lr=0.0, step=1):
@@ -72,24 +74,32 @@ class Executable:
     def _replica_step(self, *feeds, step):
         p = self.program
         rctx = tf.distribute.get_replica_context()
-        ctx = LoweringContext(p.phase, step, self._seed, self.runtime.native_nchw, rctx.replica_id_in_sync_group)
-        env = dict(zip(p.inputs, feeds))
+        local_sum, size, grads, updates, outs = self._compute(list(feeds), step, rctx.replica_id_in_sync_group)
         n = self.runtime.num_replicas
-        grads, updates = [], []
+        if p.loss is not None:
+            count = rctx.all_reduce("sum", size)
+            grads = rctx.all_reduce("sum", [g / count for g in grads])
+            updates = [rctx.all_reduce("sum", u) / n if n > 1 else u for u in updates]
+        outs = [rctx.all_reduce("sum", o) if mode == "sum" else o for o, mode in zip(outs, p.output_modes)]
+        return grads, updates, outs
+
+    def _local(self, feeds, step, replica_id):
+        """One replica's forward (and backward): no collectives, so XLA may compile it whole."""
+        p = self.program
+        ctx = LoweringContext(p.phase, step, self._seed, self.runtime.native_nchw, replica_id)
+        env = dict(zip(p.inputs, feeds))
+        local_sum, size, grads = tf.constant(0.0), tf.constant(0.0), []
         if p.loss is not None:
             trainable = [self._handles[v.path] for v in p.trainable]
             with tf.GradientTape() as tape:
                 run_graph(p.nodes, env, self._handles, ctx)
                 loss = tf.cast(env[p.loss], tf.float32)
                 local_sum = tf.reduce_sum(loss)
-            count = rctx.all_reduce("sum", tf.cast(tf.size(loss), tf.float32))
+            size = tf.cast(tf.size(loss), tf.float32)
             grads = tape.gradient(local_sum, trainable, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-            grads = rctx.all_reduce("sum", [tf.convert_to_tensor(g) / count for g in grads])
-            updates = [rctx.all_reduce("sum", env[b]) / n if n > 1 else env[b] for _, b in p.updates]
+            grads = [tf.convert_to_tensor(g) for g in grads]
         else:
             run_graph(p.nodes, env, self._handles, ctx)
-        outs = []
-        for blob, mode in zip(p.outputs, p.output_modes):
-            value = env[blob]
-            outs.append(rctx.all_reduce("sum", tf.reduce_sum(value)) if mode == "sum" else value)
-        return grads, updates, outs
+        updates = [env[b] for _, b in p.updates]
+        outs = [tf.reduce_sum(env[b]) if mode == "sum" else env[b] for b, mode in zip(p.outputs, p.output_modes)]
+        return local_sum, size, grads, updates, outs
