@@ -10,6 +10,11 @@ what was received and, where it helps, how to fix it.
 class FlowLayersError(Exception):
     """Root of every error flowlayers raises for a user mistake."""
 
+    # Exception's own __init__ (not ValueError's or RuntimeError's): TF autograph re-raises an error from
+    # traced code as its own type only when the type's __init__ is Exception.__init__; otherwise the user
+    # gets a StagingError instead of, say, the EngineError a kernel raised while a step was traced
+    __init__ = Exception.__init__
+
 
 class ConfigError(FlowLayersError, ValueError):
     """A config value (view, backend, device count, mesh) is invalid."""

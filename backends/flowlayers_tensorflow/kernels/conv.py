@@ -19,10 +19,22 @@ def _four(pair, fmt):
     return (1, 1) + tuple(pair) if fmt == "NCHW" else (1,) + tuple(pair) + (1,)
 
 
+def _spread_kernel(w, dilations):
+    """A (kh, kw, in, out) kernel with ``d - 1`` zeros between its taps: the dilated convolution as a plain one."""
+    (dh, dw), (kh, kw, cin, cout) = dilations, w.shape
+    w = tf.pad(tf.reshape(w, (kh, 1, kw, 1, cin, cout)), [[0, 0], [0, dh - 1], [0, 0], [0, dw - 1], [0, 0], [0, 0]])
+    return tf.reshape(w, (kh * dh, kw * dw, cin, cout))[:(kh - 1) * dh + 1, :(kw - 1) * dw + 1]
+
+
 def conv2d(node, x, w, ctx):
     a = node.attrs
+    dilations = a["dilations"]
+    if max(dilations) > 1 and not ctx.native_nchw:
+        # TF's CPU Conv2D gradient kernels reject dilations > 1 (tf.nn.convolution's space_to_batch route has
+        # no DTensor layout rule): on CPUs convolve with the spread-out kernel instead, the same convolution
+        w, dilations = _spread_kernel(w, dilations), (1, 1)
     return _nhwc(lambda t, fmt: tf.nn.conv2d(t, w, _four(a["strides"], fmt), a["padding"], data_format=fmt,
-                                             dilations=_four(a["dilations"], fmt)), x, a["data_format"], ctx)
+                                             dilations=_four(dilations, fmt)), x, a["data_format"], ctx)
 
 
 def max_pool2d(node, x, ctx):
