@@ -64,8 +64,11 @@ class ConsistentRuntime:
 
     def create_variable(self, var, value=None):
         layout = self.variable_layout(var)
-        init = initial_value(var) if value is None else tf.constant(value)
-        return dtensor.DVariable(self.to_mesh(init, layout), trainable=var.trainable)
+        if value is not None:
+            return dtensor.DVariable(self.to_mesh(tf.constant(value), layout), trainable=var.trainable)
+        # drawn on the devices, replicated (the same numbers as one device), then sliced locally: no host copy
+        drawn = dtensor.call_with_layout(tf.function(lambda: initial_value(var)), self.replicated(len(var.shape)))
+        return dtensor.DVariable(dtensor.relayout(drawn, layout), trainable=var.trainable)
 
     def read(self, handle):
         full = dtensor.relayout(tf.convert_to_tensor(handle), self.replicated(handle.shape.rank))
