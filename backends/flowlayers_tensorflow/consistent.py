@@ -19,7 +19,7 @@ from flowlayers.parallel import plan as planner
 from flowlayers.sbp import Split, partial_sum
 
 from . import devices
-from .executable import TFMath
+from .executable import BaseExecutable, TFMath
 from .lowering import LoweringContext, run_graph
 from .variables import initial_value
 
@@ -105,22 +105,9 @@ class ConsistentRuntime:
         return EngineError(f"step {program.name!r} failed in the engine: {getattr(error, 'message', error)}")
 
 
-class ConsistentExecutable:
-    def __init__(self, runtime, program):
-        self.runtime, self.program = runtime, program
-        self.slot_vars = program.slots()
-        self._handles, self._fns = None, {}
-        from flowlayers import config
-
-        self._seed = config.seed()
-
-    def _current_handles(self):
-        p = self.program
-        variables = list(p.variables) + [s for slots in self.slot_vars.values() for s in slots]
-        handles = {v.path: v._live_handle(self.runtime) for v in variables}
-        if self._handles is None or any(handles[k] is not self._handles[k] for k in handles):
-            self._handles, self._fns = handles, {}
-        return handles
+class ConsistentExecutable(BaseExecutable):
+    def _retrace(self):
+        self._fns = {}
 
     def _functions(self, batch):
         """(forward-or-grads fn, apply fn) for a fed batch size; the plan depends on whether it splits."""

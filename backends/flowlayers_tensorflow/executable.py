@@ -23,25 +23,34 @@ class TFMath:
         var.assign(value)
 
 
-class Executable:
+class BaseExecutable:
+    """A Program bound to a runtime; its variables (and optimizer slots) live in that runtime."""
+
     def __init__(self, runtime, program):
         self.runtime, self.program = runtime, program
         self.slot_vars = program.slots()
         self._handles = None
-        self._fn = None
         self._seed = config.seed()
 
-    # Variables: materialised in this runtime, re-fetched if they moved (view switch and back)
     def _current_handles(self):
-        p = self.program
-        variables = list(p.variables) + [s for slots in self.slot_vars.values() for s in slots]
+        """Engine handles by path, materialised here; when one moved (a view switch and back),
+        ``_retrace`` drops the traced functions that captured the old ones."""
+        variables = list(self.program.variables) + [s for slots in self.slot_vars.values() for s in slots]
         handles = {v.path: v._live_handle(self.runtime) for v in variables}
         if self._handles is None or any(handles[k] is not self._handles[k] for k in handles):
             self._handles = handles
-            self._fn = tf.function(self._step, reduce_retracing=True)
-            # XLA compiles each replica's forward and backward; collectives and updates stay outside
-            self._compute = tf.function(self._local, jit_compile=True) if p.jit_compile else self._local
+            self._retrace()
         return handles
+
+    def _retrace(self):
+        raise NotImplementedError
+
+
+class Executable(BaseExecutable):
+    def _retrace(self):
+        self._fn = tf.function(self._step, reduce_retracing=True)
+        # XLA compiles each replica's forward and backward; collectives and updates stay outside
+        self._compute = tf.function(self._local, jit_compile=True) if self.program.jit_compile else self._local
 
     def __call__(self, feeds, lr=0.0, step=1):
         self._current_handles()

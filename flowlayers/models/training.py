@@ -1,7 +1,7 @@
 """The loops behind ``fit``, ``evaluate`` and ``predict``: host batches in, exact averages out."""
 import numpy as np
 
-from .. import callbacks as callbacks_mod, config, losses
+from .. import callbacks as callbacks_mod, config, losses, metrics as metrics_mod
 from ..errors import InputError
 from . import data_adapter as da
 
@@ -61,22 +61,7 @@ def _run_batches(model, executable, batches, metrics, callbacks, hook, train):
 
 
 def _metrics(model):
-    loss = _LossMean()
-    return [loss] + list(model.compiled_metrics)
-
-
-class _LossMean:
-    name = "loss"
-
-    def reset_state(self):
-        self.total, self.count = 0.0, 0
-
-    def update(self, total, count):
-        self.total += float(total)
-        self.count += int(count)
-
-    def result(self):
-        return self.total / self.count if self.count else 0.0
+    return [metrics_mod.Mean(name="loss")] + list(model.compiled_metrics)
 
 
 def _callback_list(model, callbacks, verbose, params, history=None):
