@@ -28,12 +28,15 @@ __version__ = "0.1.0"
 
 
 def clear_session():
-    """Forget automatic layer names and job-function variables (Keras' ``clear_session``)."""
+    """Forget automatic layer names, job functions and their variables (Keras' ``clear_session``, OneFlow's
+    ``clear_default_session``)."""
+    from . import job as _job
     from .framework import naming
     from .framework.variable import store
 
     naming.reset()
     store.variables.clear()
+    _job._registered.clear()
 
 
 def get_variable(name, shape, dtype=None, initializer=None, trainable=True):

@@ -3,8 +3,14 @@
 Any object with Keras' hook methods works — ``keras.callbacks.EarlyStopping``,
 ``CSVLogger``, ``ModelCheckpoint``, ``TensorBoard`` and your own.
 """
+import glob
+import os
+import shutil
 import sys
 import time
+
+from . import checkpoint, config
+from .errors import CheckpointError, ConfigError
 
 HOOKS = ("on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end", "on_train_batch_begin",
          "on_train_batch_end", "on_test_begin", "on_test_end", "on_test_batch_begin", "on_test_batch_end",
@@ -70,6 +76,61 @@ class ProgbarLogger(Callback):
         metrics = " - ".join(f"{k}: {v:.4f}" for k, v in (logs or {}).items() if isinstance(v, float))
         print(f"{done}/{total} [{bar}] - {elapsed:.0f}s" + (f" - {metrics}" if metrics else ""), end=end,
               file=self.stream, flush=True)
+
+
+class BackupAndRestore(Callback):
+    """Resume a killed ``fit`` at its last saved step (Keras' callback resumes at the start of an epoch).
+
+        backup = flow.callbacks.BackupAndRestore("/tmp/backup", save_freq=100)
+        model.fit(x, y, epochs=10, callbacks=[backup])   # killed? run the same command again
+
+    Each save holds the weights, the optimizer's slots and step, the seed and the
+    data position (epoch, batches done in it, the epoch's running metric sums);
+    the rerun skips the batches already done, in the same order, and ends with
+    the weights an uninterrupted run ends with.  ``save_freq``: ``"epoch"`` or
+    every N training steps.  ``delete_checkpoint``: remove the backup once
+    ``fit`` completes.
+    """
+
+    def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True):
+        super().__init__()
+        if not backup_dir:
+            raise ConfigError(f"BackupAndRestore: backup_dir expected a directory path, received {backup_dir!r}")
+        if save_freq != "epoch" and (isinstance(save_freq, bool) or not isinstance(save_freq, int) or save_freq <= 0):
+            raise ConfigError(f"BackupAndRestore: save_freq expected 'epoch' or a positive int (steps), received "
+                              f"{save_freq!r}")
+        self.backup_dir, self.save_freq, self.delete_checkpoint = os.fspath(backup_dir), save_freq, delete_checkpoint
+        self._path = os.path.join(self.backup_dir, "latest")
+
+    def on_train_begin(self, logs=None):
+        if not checkpoint.exists(self._path):
+            return
+        where = f"BackupAndRestore({self.backup_dir!r})"
+        state = checkpoint.Reader(self._path).state
+        seed = state.get("rng", {}).get("seed")
+        if seed != config.seed():
+            raise CheckpointError(f"{where}: expected a backup of a run with flow.config.set_seed({config.seed()}), "
+                                  f"received one of seed {seed}; rerun with the same seed, or delete the backup")
+        if "position" not in state:
+            raise CheckpointError(f"{where}: expected a backup written by BackupAndRestore, received a checkpoint "
+                                  f"without a training position in {self._path!r}")
+        self.model._fit_state.resume(state["position"], where)
+        self.model._load_checkpoint(self._path)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.save_freq != "epoch" and self.model.optimizer.iterations % self.save_freq == 0:
+            self.model._save_checkpoint(self._path, self.model._fit_state.position())
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.save_freq == "epoch":
+            self.model._save_checkpoint(self._path, self.model._fit_state.position(end_of_epoch=True))
+
+    def on_train_end(self, logs=None):
+        if self.delete_checkpoint:
+            for path in [self._path, self._path + ".old"] + glob.glob(os.path.join(self.backup_dir, ".tmp-latest-*")):
+                shutil.rmtree(path, ignore_errors=True)
+            if os.path.isdir(self.backup_dir) and not os.listdir(self.backup_dir):
+                os.rmdir(self.backup_dir)
 
 
 class CallbackList:

@@ -1,95 +1,221 @@
 """Checkpoints: logical (unsharded) arrays keyed by variable path, a manifest with checksums,
 written atomically (a crash mid-save leaves the previous checkpoint whole).
 
-One variable is gathered at a time, so host memory is bounded by the largest
-variable.  Loading checks every name, shape and checksum before it writes
-anything, so a bad checkpoint leaves the model as it was.
+One format serves ``model.save_weights`` and ``flow.train.CheckPoint``::
+
+    <dir>/00000.npy ...        one logical array per variable (weights and optimizer slots)
+    <dir>/manifest.json        {"format", "variables": {key: {file, shape, dtype, sha256}}, "state": {...}}
+
+``state`` holds what resuming needs besides arrays: ``optimizers`` (owner ->
+class, slot names, step counter), ``rng`` (the seed; dropout is stateless in
+seed, op and step, so seed + step is the whole random state) and, when saved
+from inside ``fit``, ``position`` (epoch, batches done in it, running metric sums).
+
+One variable is gathered (on save) or loaded (on restore) at a time, so host
+memory is bounded by the largest variable.  Restoring checks every name,
+shape, dtype and checksum before it writes anything, so a bad checkpoint
+leaves the model as it was.
 """
+import glob
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 
+import warnings
+
 import numpy as np
 
+from . import config
 from .errors import CheckpointError, describe_shape
 
 MANIFEST = "manifest.json"
-FORMAT = "flowlayers-checkpoint-1"
+FORMAT = "flowlayers-checkpoint-2"
 
 
-def save(directory, variables, extra=None):
-    """Write ``variables`` (path -> Variable) and JSON-able ``extra`` into ``directory``."""
+def save(directory, variables, state=None):
+    """Write ``variables`` (key -> Variable) and the JSON-able ``state`` into ``directory``, atomically."""
     directory = os.path.abspath(os.fspath(directory))
-    parent = os.path.dirname(directory)
+    parent, name = os.path.split(directory)
     os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".tmp-" + os.path.basename(directory) + "-", dir=parent)
+    for stale in glob.glob(os.path.join(parent, f".tmp-{glob.escape(name)}-*")):   # left by a killed save
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=parent)
     try:
         entries = {}
-        for i, (path, var) in enumerate(variables.items()):
+        for i, (key, var) in enumerate(variables.items()):
             value = var.numpy()
             fname = f"{i:05d}.npy"
             with open(os.path.join(tmp, fname), "wb") as f:
                 np.save(f, value, allow_pickle=False)
                 f.flush()
                 os.fsync(f.fileno())
-            entries[path] = {"file": fname, "shape": list(value.shape), "dtype": str(value.dtype),
-                             "sha256": _sha256(os.path.join(tmp, fname))}
+            entries[key] = {"file": fname, "shape": list(value.shape), "dtype": str(value.dtype),
+                            "sha256": _sha256(os.path.join(tmp, fname))}
         with open(os.path.join(tmp, MANIFEST), "w") as f:
-            json.dump({"format": FORMAT, "variables": entries, "extra": extra or {}}, f, indent=1)
+            json.dump({"format": FORMAT, "variables": entries, "state": state or {}}, f, indent=1)
             f.flush()
             os.fsync(f.fileno())
+        _fsync_dir(tmp)
+        # the swap: between the two renames only <dir>.old exists, and Reader falls back to it
         old = directory + ".old"
         if os.path.exists(directory):
             shutil.rmtree(old, ignore_errors=True)
             os.rename(directory, old)
         os.rename(tmp, directory)
+        _fsync_dir(parent)
         shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
-def read(directory, variables):
-    """Verified arrays for ``variables`` (path -> Variable) and the checkpoint's ``extra``; writes nothing."""
+def exists(directory):
     directory = os.fspath(directory)
-    manifest_path = os.path.join(directory, MANIFEST)
-    if not os.path.exists(manifest_path) and os.path.exists(directory + ".old"):
-        directory, manifest_path = directory + ".old", os.path.join(directory + ".old", MANIFEST)
-    try:
-        with open(manifest_path) as f:
-            manifest = json.load(f)
-    except FileNotFoundError:
-        raise CheckpointError(f"checkpoint {directory!r}: expected a directory with {MANIFEST}, received none "
-                              f"(no checkpoint saved there)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"checkpoint {directory!r} is damaged: {manifest_path} is not valid JSON ({e})") from None
-    entries = manifest.get("variables", {})
-    missing = [p for p in variables if p not in entries]
-    if missing:
-        raise CheckpointError(f"checkpoint {directory!r}: expected variables {missing[:5]}"
-                              f"{' ...' if len(missing) > 5 else ''}, received a checkpoint without them "
-                              f"(it holds {sorted(entries)[:5]}{' ...' if len(entries) > 5 else ''})")
-    arrays = {}
-    for path, var in variables.items():
-        entry = entries[path]
-        if tuple(entry["shape"]) != var.shape:
-            raise CheckpointError(f"checkpoint {directory!r}: variable {path!r} expected shape "
-                                  f"{describe_shape(var.shape)}, received {describe_shape(tuple(entry['shape']))}")
-        fname = os.path.join(directory, entry["file"])
-        if not os.path.exists(fname) or _sha256(fname) != entry["sha256"]:
-            raise CheckpointError(f"checkpoint {directory!r} is damaged: file {fname} of variable {path!r} is "
-                                  f"missing or fails its checksum")
-        arrays[path] = np.load(fname, allow_pickle=False)
-    return arrays, manifest.get("extra", {})
+    return any(os.path.exists(os.path.join(d, MANIFEST)) for d in (directory, directory + ".old"))
+
+
+class Reader:
+    """One checkpoint on disk: its manifest read and checked, its arrays verified before any is written."""
+
+    def __init__(self, directory):
+        directory = os.fspath(directory)
+        if not os.path.exists(os.path.join(directory, MANIFEST)) and os.path.exists(directory + ".old"):
+            directory += ".old"     # a save was killed between its two renames
+        self.directory = directory
+        path = os.path.join(directory, MANIFEST)
+        try:
+            with open(path) as f:
+                manifest = json.load(f)
+        except FileNotFoundError:
+            raise CheckpointError(f"checkpoint {directory!r}: expected a directory with {MANIFEST}, received none "
+                                  f"(no checkpoint saved there)") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise CheckpointError(f"checkpoint {directory!r} is damaged: file {path} is not valid JSON ({e})") from None
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("variables"), dict):
+            raise CheckpointError(f"checkpoint {directory!r} is damaged: file {path} expected a manifest with "
+                                  f"'variables', received {type(manifest).__name__}")
+        self.entries = manifest["variables"]
+        self.state = manifest.get("state", manifest.get("extra", {}))
+
+    def __contains__(self, key):
+        return key in self.entries
+
+    def verify(self, variables):
+        """Every key present with the variable's shape and dtype kind, every file whole; reads no array."""
+        missing = [k for k in variables if k not in self.entries]
+        if missing:
+            held = sorted(self.entries)
+            raise CheckpointError(f"checkpoint {self.directory!r}: expected variables {missing[:5]}"
+                                  f"{' ...' if len(missing) > 5 else ''}, received a checkpoint without them "
+                                  f"(it holds {held[:5]}{' ...' if len(held) > 5 else ''})")
+        for key, var in variables.items():
+            entry = self.entries[key]
+            if tuple(entry["shape"]) != var.shape:
+                raise CheckpointError(f"checkpoint {self.directory!r}: variable {key!r} expected shape "
+                                      f"{describe_shape(var.shape)}, received {describe_shape(tuple(entry['shape']))} "
+                                      f"(a checkpoint of another architecture)")
+            if (np.dtype(entry["dtype"]).kind == "f") != var.dtype.is_floating:
+                raise CheckpointError(f"checkpoint {self.directory!r}: variable {key!r} expected dtype "
+                                      f"{var.dtype.name}, received {entry['dtype']}")
+        for key in variables:
+            fname = os.path.join(self.directory, self.entries[key]["file"])
+            if not os.path.exists(fname) or _sha256(fname) != self.entries[key]["sha256"]:
+                raise CheckpointError(f"checkpoint {self.directory!r} is damaged: file {fname} (variable {key!r}) "
+                                      f"is missing or fails its checksum")
+
+    def array(self, key):
+        return np.load(os.path.join(self.directory, self.entries[key]["file"]), allow_pickle=False)
+
+    def restore(self, variables):
+        """Verify all of ``variables`` (key -> Variable), then assign them one at a time."""
+        self.verify(variables)
+        for key, var in variables.items():
+            var.assign(self.array(key))
 
 
 def load(directory, variables):
-    arrays, extra = read(directory, variables)
-    for path, var in variables.items():
-        var.assign(arrays[path])
-    return extra
+    """Restore ``variables`` (key -> Variable) from ``directory``; returns the checkpoint's state."""
+    reader = Reader(directory)
+    reader.restore(variables)
+    return reader.state
+
+
+# Training state ----------------------------------------------------------
+# ``optimizers`` maps an owner (a model's optimizer name, or job name/optimizer name) to
+# (optimizer, the variables it trains); a slot's key is "<owner>/<variable path>/<slot name>".
+
+def state(optimizers, position=None):
+    """The manifest's state: each optimizer's kind and step counter, the random state, fit's position."""
+    out = {"optimizers": {owner: _optimizer_state(opt) for owner, (opt, _) in optimizers.items()},
+           "rng": {"seed": config.seed()}}
+    if position is not None:
+        out["position"] = position
+    return out
+
+
+def slot_variables(optimizers):
+    """Checkpoint key -> slot Variable, for every optimizer (slots not made yet are made, as zeros)."""
+    return {f"{owner}/{var.path}/{name}": slot for owner, (opt, variables) in optimizers.items()
+            for var in variables if var.trainable for name, slot in zip(opt.slot_names, opt.slots(var))}
+
+
+def restore(directory, variables, optimizers):
+    """Restore ``variables`` (key -> Variable) and the state of each optimizer saved by one of the same kind.
+
+    Everything is verified before anything is written; returns the Reader (its ``state`` has the position).
+    """
+    reader = Reader(directory)
+    plan, steps = dict(variables), []
+    for owner, (opt, trainable) in optimizers.items():
+        saved = _matching(reader.state.get("optimizers", {}), reader.directory, owner, opt)
+        if saved is not None:
+            plan.update(slot_variables({owner: (opt, trainable)}))
+            steps.append((opt, saved["iterations"]))
+    reader.restore(plan)
+    for opt, step in steps:
+        opt.iterations = step
+    return reader
+
+
+def _optimizer_state(optimizer):
+    return {"class": type(optimizer).__name__, "slot_names": list(optimizer.slot_names),
+            "iterations": int(optimizer.iterations)}
+
+
+def _matching(saved_all, directory, owner, optimizer):
+    """The saved state for ``owner`` if a same-kind optimizer wrote it; else None (with a warning if the
+    checkpoint holds another optimizer's state, which is then left out, as Keras does)."""
+    saved, mine = saved_all.get(owner), _optimizer_state(optimizer)
+    if saved and saved["class"] == mine["class"] and saved["slot_names"] == mine["slot_names"]:
+        return saved
+    if saved_all:
+        held = ", ".join(f"{o!r} ({s['class']})" for o, s in saved_all.items())
+        warnings.warn(f"checkpoint {directory!r} holds the state of optimizer {held}; expected {owner!r} "
+                      f"({mine['class']}), so the optimizer state is not restored (the weights are)", stacklevel=4)
+    return None
+
+
+class DeferredOptimizerState:
+    """Optimizer state read for a model that has no optimizer yet, restored into the first one that
+    matches once it exists (Keras defers slot restoration the same way)."""
+
+    def __init__(self, reader, trainable):
+        self.directory, self.saved, self.arrays = reader.directory, {}, {}
+        for owner, saved in reader.state.get("optimizers", {}).items():
+            keys = {f"{owner}/{v.path}/{s}": v for v in trainable for s in saved["slot_names"]}
+            reader.verify(keys)
+            self.saved[owner] = saved
+            self.arrays.update({k: reader.array(k) for k in keys})
+
+    def apply(self, owner, optimizer, trainable):
+        saved = _matching(self.saved, self.directory, owner, optimizer)
+        if saved is None:
+            return
+        for key, slot in slot_variables({owner: (optimizer, trainable)}).items():
+            slot.assign(self.arrays[key])
+        optimizer.iterations = saved["iterations"]
 
 
 def _sha256(path):
@@ -98,3 +224,11 @@ def _sha256(path):
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

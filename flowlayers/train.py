@@ -1,9 +1,12 @@
-"""``flow.train.CheckPoint``: OneFlow's checkpoint of every job-function variable.
+"""``flow.train.CheckPoint``: OneFlow's checkpoint of every job-function variable and optimizer state.
 
     ckpt = flow.train.CheckPoint()
     ckpt.init()            # fresh initial values for every variable
-    ckpt.save("ckpt_dir")
+    ckpt.save("ckpt_dir")  # weights, each train job's optimizer slots and step, the random seed
     ckpt.load("ckpt_dir")  # in any view, mesh or device count
+
+The format is the one ``model.save_weights`` writes (``flowlayers.checkpoint``);
+a job's optimizer slots are keyed ``<job name>/<optimizer name>/<variable path>/<slot>``.
 """
 from . import checkpoint, job
 from .framework.variable import store
@@ -15,31 +18,29 @@ class CheckPoint:
 
         Values are drawn when a job next runs, in that job's view and devices.
         """
-        for var in self._variables().values():
+        for var in list(store.variables.values()) + list(checkpoint.slot_variables(self._optimizers()).values()):
             var._runtime, var._handle = None, None
+        for opt, _ in self._optimizers().values():
+            opt.iterations = 0
+
+    @staticmethod
+    def _optimizers():
+        """owner -> (optimizer, variables it trains) for every built train job."""
+        out = {}
         for fn in job.registered():
             if fn._compiled and fn._compiled[1].optimizer is not None:
-                fn._compiled[1].optimizer.iterations = 0
-
-    def _variables(self):
-        variables = dict(store.variables)
-        for fn in job.registered():
-            if fn._compiled:
-                rule = fn._compiled[1].optimizer
-                for slots in getattr(rule, "_slot_variables", {}).values():
-                    variables.update({s.path: s for s in slots})
-        return variables
+                program = fn._compiled[1]
+                out[f"{fn.__name__}/{program.optimizer.name}"] = (program.optimizer, program.trainable)
+        return out
 
     def save(self, path):
-        steps = {fn.__name__: fn._compiled[1].optimizer.iterations for fn in job.registered()
-                 if fn._compiled and fn._compiled[1].optimizer is not None}
-        checkpoint.save(path, self._variables(), {"job_iterations": steps})
+        optimizers = self._optimizers()
+        variables = dict(store.variables)
+        variables.update(checkpoint.slot_variables(optimizers))
+        checkpoint.save(path, variables, checkpoint.state(optimizers))
 
     def load(self, path):
+        """Every job is built first (in the view in force), so its variables and slots exist to restore into."""
         for fn in job.registered():
             fn.build()
-        extra = checkpoint.load(path, {p: v for p, v in self._variables().items()})
-        for fn in job.registered():
-            if fn._compiled and fn._compiled[1].optimizer is not None:
-                fn._compiled[1].optimizer.iterations = extra.get("job_iterations", {}).get(
-                    fn.__name__, fn._compiled[1].optimizer.iterations)
+        checkpoint.restore(path, dict(store.variables), self._optimizers())

@@ -16,7 +16,6 @@ from ..errors import GraphError
 from .blob import Blob
 from .graph import topo_sort
 from .variable import Variable
-from ..initializers import Zeros
 
 MODES = ("numpy", "list", "sum")
 
@@ -55,17 +54,7 @@ class Program:
         """The optimizer's slot variables, created once per variable and kept with the optimizer."""
         if self.optimizer is None:
             return {}
-        store = self.optimizer.__dict__.setdefault("_slot_variables", {})
-        for var in self.trainable:
-            if var.path not in store:
-                store[var.path] = [slot_variable(self.optimizer, var, s) for s in self.optimizer.slot_names]
-        return {v.path: store[v.path] for v in self.trainable}
-
-
-def slot_variable(optimizer, var, slot):
-    slot_var = Variable(f"{optimizer.name}/{var.path}/{slot}", var.shape, var.dtype, Zeros(), trainable=False)
-    slot_var.layout_of = var          # a slot is laid out like the variable it serves
-    return slot_var
+        return {v.path: self.optimizer.slots(v) for v in self.trainable}
 
 
 def _unique(items):

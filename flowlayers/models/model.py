@@ -101,26 +101,52 @@ class Model:
         return sum(math.prod(w.shape) for w in self.weights)
 
     # Checkpoints ---------------------------------------------------------
+    def _optimizers(self):
+        """owner -> (optimizer, variables it trains), for checkpoints; a deferred restore lands here."""
+        if self.optimizer is None:
+            return {}
+        trainable = self.trainable_weights
+        deferred = self.__dict__.pop("_deferred_optimizer", None)
+        if deferred is not None:
+            deferred.apply(self.optimizer.name, self.optimizer, trainable)
+        return {self.optimizer.name: (self.optimizer, trainable)}
+
     def _checkpoint_variables(self):
+        """Checkpoint key -> Variable: the weights by path, then the optimizer's slots."""
         variables = {w.path: w for w in self.weights}
-        if self.optimizer is not None:
-            for slots in getattr(self.optimizer, "_slot_variables", {}).values():
-                variables.update({s.path: s for s in slots})
+        variables.update(checkpoint.slot_variables(self._optimizers()))
         return variables
 
     def save_weights(self, filepath, overwrite=True, **kwargs):
-        """Logical weights (and optimizer state) into directory ``filepath``; loads in any view or device count."""
-        self._require_built("save_weights")
-        step = self.optimizer.iterations if self.optimizer is not None else 0
-        checkpoint.save(filepath, self._checkpoint_variables(), {"optimizer_iterations": step})
+        """Logical weights, optimizer slots and step into directory ``filepath``; loads in any view or device count."""
+        self._save_checkpoint(filepath)
 
     save = save_weights
 
+    def _save_checkpoint(self, filepath, position=None):
+        self._require_built("save_weights")
+        variables = self._checkpoint_variables()
+        checkpoint.save(filepath, variables, checkpoint.state(self._optimizers(), position))
+
     def load_weights(self, filepath, **kwargs):
+        """Weights and, if saved by the same kind of optimizer, its slots and step, resharded to the view in force.
+
+        A checkpoint of another architecture or a damaged one raises CheckpointError and changes nothing.
+        Before ``compile`` the optimizer state is kept and restored into the optimizer ``compile`` gives.
+        """
+        self._load_checkpoint(filepath)
+
+    def _load_checkpoint(self, filepath):
+        """Restore weights and optimizer state; returns the checkpoint's state (its ``position`` for resuming)."""
         self._require_built("load_weights")
-        extra = checkpoint.load(filepath, {w.path: w for w in self.weights})
-        if self.optimizer is not None:
-            self.optimizer.iterations = int(extra.get("optimizer_iterations", self.optimizer.iterations))
+        weights = {w.path: w for w in self.weights}
+        if self.optimizer is None:
+            reader = checkpoint.Reader(filepath)
+            deferred = checkpoint.DeferredOptimizerState(reader, self.trainable_weights)
+            reader.restore(weights)
+            self._deferred_optimizer = deferred
+            return reader.state
+        return checkpoint.restore(filepath, weights, self._optimizers()).state
 
     # Compile and run -----------------------------------------------------
     def compile(self, optimizer="rmsprop", loss=None, metrics=None, jit_compile=False, **kwargs):

@@ -1,8 +1,10 @@
 """The loops behind ``fit``, ``evaluate`` and ``predict``: host batches in, exact averages out."""
+import itertools
+
 import numpy as np
 
 from .. import callbacks as callbacks_mod, config, losses, metrics as metrics_mod
-from ..errors import InputError
+from ..errors import CheckpointError, InputError
 from . import data_adapter as da
 
 
@@ -38,12 +40,56 @@ def _dataset_batches(ds, n_inputs):
         yield tuple(list(x) if isinstance(x, (list, tuple)) else [x]) + (y,)
 
 
-def _run_batches(model, executable, batches, metrics, callbacks, hook, train):
-    """Run ``executable`` on each batch; metrics are exact running means over samples seen."""
-    for m in metrics:
-        m.reset_state()
-    logs = {}
-    for i, batch in enumerate(batches):
+class FitState:
+    """Where ``fit`` is: the epoch, the batches done in it and their running metric sums.
+
+    Together with the weights, the optimizer state and the seed, this is all a
+    resumed run needs to take the very same next step: the data order is
+    ``rng([seed, epoch])`` and dropout is stateless in (seed, op, step).
+    """
+
+    def __init__(self, metrics, steps, batch_size):
+        self.metrics, self.steps, self.batch_size = metrics, steps, batch_size
+        self.epoch, self.batch = 0, 0
+        self.resume_at = None
+
+    def position(self, end_of_epoch=False):
+        if end_of_epoch:
+            return {"epoch": self.epoch + 1, "batch": 0, "steps": self.steps, "batch_size": self.batch_size,
+                    "metrics": []}
+        return {"epoch": self.epoch, "batch": self.batch, "steps": self.steps, "batch_size": self.batch_size,
+                "metrics": [[m.name, m.total, m.count] for m in self.metrics]}
+
+    def resume(self, position, where):
+        """Start at a saved position; it must come from a run with the same batches per epoch."""
+        for key, what in (("steps", "batches per epoch"), ("batch_size", "batch_size")):
+            saved, mine = position.get(key), getattr(self, key)
+            if saved is not None and mine is not None and saved != mine:
+                raise CheckpointError(f"{where}: expected a backup of a run with {what} {mine}, received one with "
+                                      f"{saved}; rerun with the same data and batch_size, or delete the backup")
+        self.resume_at = position
+
+    def begin_epoch(self, epoch, batch, sums=()):
+        self.epoch, self.batch = epoch, batch
+        for m in self.metrics:
+            m.reset_state()
+        saved = {name: (total, count) for name, total, count in sums}
+        for m in self.metrics:
+            if m.name in saved:
+                m.total, m.count = saved[m.name]
+
+
+def _run_batches(model, executable, batches, metrics, callbacks, hook, train, state=None):
+    """Run ``executable`` on each batch; metrics are exact running means over samples seen.
+
+    Under ``fit`` the FitState numbers the batches (from where a resumed epoch starts) and holds the metrics.
+    """
+    start = state.batch if state is not None else 0
+    if state is None:
+        for m in metrics:
+            m.reset_state()
+    logs = {m.name: m.result() for m in metrics} if start else {}
+    for i, batch in enumerate(batches, start):
         getattr(callbacks, f"on_{hook}_batch_begin")(i, logs)
         opt = model.optimizer
         kwargs = {"lr": opt.current_learning_rate(), "step": opt.iterations + 1} if train else {}
@@ -54,6 +100,8 @@ def _run_batches(model, executable, batches, metrics, callbacks, hook, train):
         for m, total in zip(metrics, sums):
             m.update(total, n)
         logs = {m.name: m.result() for m in metrics}
+        if state is not None:
+            state.batch = i + 1
         getattr(callbacks, f"on_{hook}_batch_end")(i, logs)
         if train and model.stop_training:
             break
@@ -94,28 +142,35 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
     if steps_per_epoch is not None:
         steps = min(steps, steps_per_epoch) if steps else steps_per_epoch
     executable = model._executable("train")
+    model._optimizers()       # an optimizer state loaded before compile lands now
     history = callbacks_mod.History()
     cbs = _callback_list(model, callbacks, verbose, {"epochs": epochs, "steps": steps, "verbose": verbose}, history)
     model.history, model.stop_training = history, False
-    metrics = _metrics(model)
-    cbs.on_train_begin({})
-    for epoch in range(initial_epoch, epochs):
-        cbs.on_epoch_begin(epoch, {})
-        if prepared is None:
-            batches = _dataset_batches(x, len(model.inputs))
-        else:
-            order = np.random.default_rng([config.seed(), epoch]).permutation(len(y)) if shuffle else None
-            batches = da.batches(xs + [y], batch_size, order)
-        if steps_per_epoch is not None:
-            batches = (b for i, b in zip(range(steps_per_epoch), batches))
-        logs = _run_batches(model, executable, batches, metrics, cbs, "train", train=True)
-        if validation_data is not None:
-            val = evaluate(model, *_split_validation(validation_data, what), batch_size, 0, None, True)
-            logs.update({f"val_{k}": v for k, v in val.items()})
-        cbs.on_epoch_end(epoch, logs)
-        if model.stop_training:
-            break
-    cbs.on_train_end({})
+    state = model._fit_state = FitState(_metrics(model), steps, batch_size)
+    try:
+        cbs.on_train_begin({})
+        resume = state.resume_at or {"epoch": initial_epoch, "batch": 0, "metrics": []}
+        for epoch in range(resume["epoch"], epochs):
+            resumed = epoch == resume["epoch"]
+            state.begin_epoch(epoch, resume["batch"] if resumed else 0, resume["metrics"] if resumed else ())
+            cbs.on_epoch_begin(epoch, {})
+            if prepared is None:
+                batches = _dataset_batches(x, len(model.inputs))
+            else:
+                order = np.random.default_rng([config.seed(), epoch]).permutation(len(y)) if shuffle else None
+                batches = da.batches(xs + [y], batch_size, order)
+            # the batches of this epoch a resumed run has done already are skipped, in the same order
+            batches = itertools.islice(batches, state.batch, steps_per_epoch)
+            logs = _run_batches(model, executable, batches, state.metrics, cbs, "train", train=True, state=state)
+            if validation_data is not None:
+                val = evaluate(model, *_split_validation(validation_data, what), batch_size, 0, None, True)
+                logs.update({f"val_{k}": v for k, v in val.items()})
+            cbs.on_epoch_end(epoch, logs)
+            if model.stop_training:
+                break
+        cbs.on_train_end({})
+    finally:
+        model._fit_state = None
     return history
 
 
@@ -163,5 +218,13 @@ def predict(model, x, batch_size, verbose, callbacks):
     outputs = [executable(list(batch)) for batch in da.batches(xs, batch_size)]
     if not outputs:
         raise InputError(f"{what}: expected at least one sample, received an empty array")
-    merged = [np.concatenate([o[i] for o in outputs]) for i in range(len(model.outputs))]
+    merged = [_join_batches([o[i] for o in outputs]) for i in range(len(model.outputs))]
     return merged[0] if model._single_output else merged
+
+
+def _join_batches(values):
+    """One output's batches joined as Keras does: along the batch axis, except that a scalar per batch gives one
+    value per batch, shape ``(num_batches,)`` (and a single batch its scalar itself)."""
+    if np.ndim(values[0]) == 0:
+        return values[0] if len(values) == 1 else np.stack(values)
+    return np.concatenate(values)

@@ -1,5 +1,7 @@
 """Optimizer base: learning rate (number, schedule or callable), step counter, slot variables."""
 from ..errors import ConfigError
+from ..framework.variable import Variable
+from ..initializers import Zeros
 
 
 class Optimizer:
@@ -15,6 +17,13 @@ class Optimizer:
         self.clipnorm = clipnorm
         self.name = name or type(self).__name__.lower()
         self.iterations = 0   # steps applied so far; the step counter saved in checkpoints
+        self._slot_variables = {}   # variable path -> its slots, in slot_names order
+
+    def slots(self, var):
+        """The slot variables serving ``var`` (zeros at first), made once and kept with the optimizer."""
+        if var.path not in self._slot_variables:
+            self._slot_variables[var.path] = [slot_variable(self, var, s) for s in self.slot_names]
+        return self._slot_variables[var.path]
 
     def current_learning_rate(self):
         """The rate for the next step, from a float or a schedule called with the step."""
@@ -30,6 +39,12 @@ class Optimizer:
 
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_config().items())})"
+
+
+def slot_variable(optimizer, var, slot):
+    slot_var = Variable(f"{optimizer.name}/{var.path}/{slot}", var.shape, var.dtype, Zeros(), trainable=False)
+    slot_var.layout_of = var          # a slot is laid out like the variable it serves
+    return slot_var
 
 
 def get(identifier):
