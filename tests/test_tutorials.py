@@ -1,5 +1,6 @@
-"""The tutorials run end to end (``--smoke``: a few batches), in each view, as a user runs them."""
+"""The tutorials run end to end (``--smoke``: a few steps), as a user runs them, and say what they promise."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,12 +10,55 @@ import pytest
 TUTORIALS = Path(__file__).resolve().parents[1] / "tutorials"
 
 
+def run_tutorial(name, *args, cwd, devices=2, timeout=300):
+    """Run ``tutorials/<name>`` in its own process with ``devices`` logical CPUs; return its stdout."""
+    env = dict(os.environ, FLOWLAYERS_CPU_DEVICES=str(devices), TF_CPP_MIN_LOG_LEVEL="3", MPLBACKEND="Agg")
+    env.pop("FLOWLAYERS_VIEW", None)
+    result = subprocess.run([sys.executable, str(TUTORIALS / name), "--smoke", *args], cwd=cwd, env=env,
+                            capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{name}: exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout
+
+
+def number_after(label, text):
+    match = re.search(re.escape(label) + r"\s*([-+0-9.e]+)", text)
+    assert match, f"expected a line with {label!r}, received:\n{text[-2000:]}"
+    return float(match.group(1))
+
+
 @pytest.mark.parametrize("view", ["mirrored", "consistent"])
 def test_quickstart_smoke(view, tmp_path):
-    env = dict(os.environ, FLOWLAYERS_CPU_DEVICES="2", TF_CPP_MIN_LOG_LEVEL="3")
-    env.pop("FLOWLAYERS_VIEW", None)
-    result = subprocess.run([sys.executable, str(TUTORIALS / "01_quickstart.py"), "--smoke", "--view", view,
-                             "--devices", "2"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    assert f"view: {view}, devices: 2" in result.stdout
-    assert "test accuracy:" in result.stdout
+    out = run_tutorial("01_quickstart.py", "--view", view, "--devices", "2", "--out", str(tmp_path), cwd=tmp_path)
+    assert f"view: {view}, devices: 2" in out
+    assert 0.0 <= number_after("test accuracy:", out) <= 1.0
+    assert (tmp_path / "01_training_curve.png").stat().st_size > 0
+
+
+def test_consistent_vs_mirrored(tmp_path):
+    out = run_tutorial("02_consistent_vs_mirrored.py", "--devices", "2", cwd=tmp_path)
+    assert "mirrored: images placeholder (50, 1, 8, 8)" in out          # a ListNumpy placeholder is per device
+    assert "consistent: images placeholder (100, 1, 8, 8), sbp (S(0),)" in out   # a Numpy one is logical
+    for program in ("mirrored", "consistent"):
+        first, last = re.search(rf"Part \d: seed 000's {program} program.*?loss: ([0-9.]+) at step 1 -> "
+                                rf"([0-9.]+)", out, re.S).groups()
+        assert float(last) < float(first), f"{program} program: the loss did not fall\n{out}"
+    diffs = [float(d) for d in re.findall(r"^\s+(?:mirrored|consistent)\s+\d+\s+[0-9.]+\s+([0-9.e+-]+)$", out, re.M)]
+    assert len(diffs) == 3 and max(diffs) < 1e-5, out
+    assert "same weights in every place (to 1e-5): True" in out
+
+
+def test_job_functions(tmp_path):
+    out = run_tutorial("03_job_functions.py", "--view", "consistent", "--devices", "2", cwd=tmp_path)
+    assert "building train_job: images (100, 1, 8, 8) flow.float32, sbp (S(0),)" in out
+    assert 0.0 <= number_after("test accuracy:", out) <= 1.0
+    assert "InputError: job function 'train_job': placeholder 'images' expected shape (100, 1, 8, 8), " \
+           "received (64, 1, 8, 8)" in out
+    assert "predictions unchanged after the refused call: True" in out
+
+
+def test_custom_layer_and_op(tmp_path):
+    out = run_tutorial("06_custom_layer_and_op.py", "--devices", "2", cwd=tmp_path)
+    assert "x split by columns: sbp (S(1),) -> l2_normalize: sbp (S(0),)" in out
+    assert "DTypeError" in out and "l2_normalize expected a floating input, received dtype flow.int32" in out
+    assert "same weights in every place (to 1e-5): True" in out
+    assert number_after("l2_normalize vs numpy on 2 devices: max |diff|", out) < 1e-5

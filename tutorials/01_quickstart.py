@@ -29,6 +29,7 @@ def parse_args(argv=None):
     parser.add_argument("--devices", type=int, default=2,
                         help="devices to use (logical CPU devices stand in where there is no GPU); default 2")
     parser.add_argument("--smoke", action="store_true", help="train a few batches only (a wiring check)")
+    parser.add_argument("--out", default=OUT_DIR, help=f"where the plot goes; default {OUT_DIR}")
     return parser.parse_args(argv)
 
 
@@ -121,7 +122,7 @@ def main(argv=None):
     kernel = model.get_weights()[0]
     print(f"first kernel, read back whole: {kernel.shape}")
 
-    save_curve(history, os.path.join(OUT_DIR, "01_training_curve.png"))
+    save_curve(history, os.path.join(args.out, "01_training_curve.png"))
     print(f"done in {time.perf_counter() - start:.1f}s")
     if not args.smoke and accuracy <= 0.9:
         sys.exit(f"test accuracy {accuracy:.4f} is not above 0.9: something is wrong with this installation")
