@@ -19,8 +19,8 @@ class Conv2D(Layer):
         self.kernel_size = conv.pair(kernel_size, what, "kernel_size")
         self.strides = conv.pair(strides, what, "strides")
         self.dilation_rate = conv.pair(dilation_rate, what, "dilation_rate")
-        self.padding = conv.padding(padding, what)
-        self.data_format = conv.data_format(data_format, what)
+        self.padding = conv.standardize_padding(padding, what)
+        self.data_format = conv.standardize_data_format(data_format, what)
         self.activation = activations.get(activation, f"{what}: activation")
         self.use_bias = use_bias
         self.kernel_initializer = initializers.get(kernel_initializer)

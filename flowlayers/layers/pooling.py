@@ -12,8 +12,8 @@ class _Pool2D(Layer):
         what = f"layer {self.name!r} ({type(self).__name__})"
         self.pool_size = conv.pair(pool_size, what, "pool_size")
         self.strides = conv.pair(self.pool_size if strides is None else strides, what, "strides")
-        self.padding = conv.padding(padding, what)
-        self.data_format = conv.data_format(data_format, what)
+        self.padding = conv.standardize_padding(padding, what)
+        self.data_format = conv.standardize_data_format(data_format, what)
 
     def call(self, x):
         return type(self).op(x, self.pool_size, self.strides, self.padding, self.data_format)

@@ -8,13 +8,13 @@ from . import rules
 _FORMATS = {"NCHW": "NCHW", "NHWC": "NHWC", "channels_first": "NCHW", "channels_last": "NHWC"}
 
 
-def data_format(value, what):
+def standardize_data_format(value, what):
     if value not in _FORMATS:
         raise LayerError(f"{what}: data_format expected one of {list(_FORMATS)}, received {value!r}")
     return _FORMATS[value]
 
 
-def padding(value, what):
+def standardize_padding(value, what):
     if not isinstance(value, str) or value.upper() not in ("SAME", "VALID"):
         raise LayerError(f"{what}: padding expected 'SAME' or 'VALID', received {value!r}")
     return value.upper()
@@ -82,10 +82,12 @@ def _conv_signatures(inputs, attrs):
 CONV2D = OpDef("conv2d", _infer_conv, _conv_signatures)
 
 
-def conv2d(x, kernel, strides=1, padding_="VALID", data_format_="NCHW", dilations=1, name=None):
+def conv2d(x, kernel, strides=1, padding="VALID", data_format="NCHW", dilations=1, name=None):
+    """2-D convolution of ``x`` with a (kh, kw, in, out) ``kernel``; ``padding`` 'SAME' or 'VALID'."""
     what = name or "conv2d"
     attrs = {"strides": pair(strides, what, "strides"), "dilations": pair(dilations, what, "dilations"),
-             "padding": padding(padding_, what), "data_format": data_format(data_format_, what)}
+             "padding": standardize_padding(padding, what),
+             "data_format": standardize_data_format(data_format, what)}
     return apply(CONV2D, [x, kernel], attrs, name)
 
 
@@ -105,11 +107,12 @@ MAX_POOL2D = OpDef("max_pool2d", _infer_pool, _pool_signatures)
 AVG_POOL2D = OpDef("avg_pool2d", _infer_pool, _pool_signatures)
 
 
-def _pool(op, x, ksize, strides, padding_, data_format_, name):
+def _pool(op, x, ksize, strides, padding, data_format, name):
     what = name or op.name
     strides = ksize if strides is None else strides
     attrs = {"ksize": pair(ksize, what, "ksize"), "strides": pair(strides, what, "strides"),
-             "padding": padding(padding_, what), "data_format": data_format(data_format_, what)}
+             "padding": standardize_padding(padding, what),
+             "data_format": standardize_data_format(data_format, what)}
     return apply(op, [x], attrs, name)
 
 
