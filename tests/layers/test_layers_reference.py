@@ -1,195 +1,30 @@
-"""Every layer against an independent float64 reference (plain TF math), forward and gradient.
+"""Every layer against an independent float64 reference (plain TF math), forward and gradient, with the
+harness of tests/reference.py.
 
-Each layer's weights are set to random values; ``predict`` is compared with the reference.  Each
-float input then passes through ``Scale`` (a trainable elementwise factor, all ones), and one
-``fit`` step of ``SGD(1.0)`` with ``MeanSquaredError`` on the whole data moves every trainable
-weight (the layer's and the inputs' scales) by minus the mean-loss gradient, compared with
-``tf.GradientTape`` on the reference; non-trainable weights (BatchNormalization's moving
-statistics) must move as the reference says.  One device, mirrored view.
+Each layer's weights are set to random values and the reference receives them by short name
+(``w["kernel"]``); after the ``fit`` step every trainable weight (the layer's and the inputs' scales)
+must have moved by minus the mean-loss gradient, and non-trainable weights (BatchNormalization's moving
+statistics) as the reference says.  One device, mirrored view.
 """
-import math
+import functools
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import flowlayers as flow
+import reference
+from reference import (F, F64, I, N, Scale, bcast, r_avg_pool, r_conv2d, r_gelu, r_max_pool, r_moments, r_relu,
+                       r_sigmoid, r_softmax)
 
-N = 2             # batch
-F64 = tf.float64
 L = flow.layers
+check = functools.partial(reference.check, layer_weights=True)
 
 
 @pytest.fixture(autouse=True)
 def _one_device(fresh):
     flow.config.gpu_device_num(1)
     flow.config.set_view("mirrored")
-
-
-# --------------------------------------------------------------------------- harness
-class Scale(flow.layers.Layer):
-    """``x * w`` with ``w`` of the per-example shape, initialised to ones: its gradient is the input's."""
-
-    def build(self, input_shape):
-        self.w = self.add_weight("w", tuple(input_shape[1:]), initializer="ones")
-
-    def call(self, x):
-        return x * self.read(self.w)
-
-
-def F(*shape, lo=-2.0, hi=2.0):
-    return ("f", shape, lo, hi)
-
-
-def I(*shape, high):  # noqa: E743
-    return ("i", shape, 0, high)
-
-
-_WEIGHT_RANGES = {"kernel": (-0.5, 0.5), "gamma": (0.5, 1.5), "moving_variance": (0.5, 1.5)}
-
-
-def check(specs, build, ref, ref_train=None, ref_updates=None, grad=True, batch=N, rtol=1e-5, atol=1e-5,
-          grad_rtol=1e-4, grad_atol=2e-6, seed=0):
-    """``build(*blobs)`` -> output Blob; ``ref(*tensors, w)`` with ``w`` the layers' weights by short name.
-
-    ``ref_train`` is the train-phase reference (default ``ref``); ``ref_updates(*tensors, w)`` gives the
-    expected new values of non-trainable weights after the step (default: unchanged).
-    """
-    rng = np.random.default_rng(seed)
-    values, inputs, blobs, scales = [], [], [], []
-    for kind, shape, lo, hi in specs:
-        if kind == "f":
-            v = rng.uniform(lo, hi, (batch,) + shape).astype(np.float32)
-            x = flow.Input(shape)
-            layer = Scale()
-            blobs.append(layer(x))
-            scales.append(layer.w)
-        else:
-            v = rng.integers(lo, hi, (batch,) + shape).astype(np.int32)
-            x = flow.Input(shape, dtype=flow.int32)
-            blobs.append(x)
-            scales.append(None)
-        values.append(v)
-        inputs.append(x)
-    out = build(*blobs)
-    model = flow.Model(inputs, out)
-    scale_ids = {id(s) for s in scales if s is not None}
-    layer_weights = [w for w in model.weights if id(w) not in scale_ids]
-    w_values = {}
-    for w in layer_weights:
-        key = w.path.split("/")[-1]
-        assert key not in w_values, f"two weights named {key!r}: give the reference unique names"
-        lo, hi = _WEIGHT_RANGES.get(key, (-1.0, 1.0))
-        w_values[key] = rng.uniform(lo, hi, w.shape).astype(np.float32)
-        w.assign(w_values[key])
-    feeds = values if len(values) > 1 else values[0]
-
-    got = model.predict(feeds, batch_size=batch, verbose=0)
-    tf_values = [tf.constant(v, F64 if v.dtype.kind == "f" else None) for v in values]
-    tf_weights = {k: tf.constant(v, F64) for k, v in w_values.items()}
-    want = ref(*tf_values, tf_weights).numpy()
-    assert got.shape == want.shape, (got.shape, want.shape)
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg="forward")
-    if not grad:
-        return got
-
-    target = rng.normal(size=got.shape).astype(np.float32)
-    trainable = [(w, "scale", k) for k, w in enumerate(scales) if w is not None]
-    trainable += [(w, "weight", w.path.split("/")[-1]) for w in layer_weights if w.trainable]
-    before = [w.numpy() for w, _, _ in trainable]
-    model.compile(optimizer=flow.optimizers.SGD(1.0), loss=flow.losses.MeanSquaredError())
-    model.fit(feeds, target, batch_size=batch, epochs=1, shuffle=False, verbose=0)
-    got_grads = [b - w.numpy() for b, (w, _, _) in zip(before, trainable)]
-
-    ref_vars = [tf.Variable(np.ones(w.shape) if kind == "scale" else w_values[key], dtype=F64)
-                for w, kind, key in trainable]
-    with tf.GradientTape() as tape:
-        args, weights = list(tf_values), dict(tf_weights)
-        for var, (w, kind, key) in zip(ref_vars, trainable):
-            if kind == "scale":
-                args[key] = tf_values[key] * var
-            else:
-                weights[key] = tf.identity(var)
-        y = (ref_train or ref)(*args, weights)
-        loss = tf.reduce_mean(tf.square(y - tf.constant(target, F64)))
-    want_grads = tape.gradient(loss, ref_vars, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    for (w, _, _), g, r in zip(trainable, got_grads, want_grads):
-        np.testing.assert_allclose(g, tf.convert_to_tensor(r).numpy(), rtol=grad_rtol, atol=grad_atol,
-                                   err_msg=f"gradient of {w.path}")
-    expected = {k: v.numpy() for k, v in (ref_updates(*tf_values, tf_weights) if ref_updates else {}).items()}
-    for w in layer_weights:
-        key = w.path.split("/")[-1]
-        if not w.trainable:
-            np.testing.assert_allclose(w.numpy(), expected.get(key, w_values[key]), rtol=1e-5, atol=1e-6,
-                                       err_msg=f"update of {w.path}")
-    return got
-
-
-# --------------------------------------------------------------------------- references (float64, plain math)
-def r_sigmoid(x):
-    return 1.0 / (1.0 + tf.exp(-x))
-
-
-def r_relu(x):
-    return tf.where(x > 0, x, tf.zeros_like(x))
-
-
-def r_gelu(x):
-    return 0.5 * x * (1 + tf.math.erf(x / math.sqrt(2.0)))
-
-
-def r_softmax(x, axis=-1):
-    z = tf.exp(x - tf.stop_gradient(tf.reduce_max(x, axis=axis, keepdims=True)))
-    return z / tf.reduce_sum(z, axis=axis, keepdims=True)
-
-
-def _same_pads(size, k, s, d=1):
-    eff = (k - 1) * d + 1
-    out = -(-size // s)
-    total = max((out - 1) * s + eff - size, 0)
-    return total // 2, total - total // 2
-
-
-def _windows(x, ksize, strides, padding, dilations=(1, 1), fill=0.0):
-    """NHWC ``x`` -> [((i, j), strided slice (N, OH, OW, C))] for every kernel tap."""
-    (kh, kw), (sh, sw), (dh, dw) = ksize, strides, dilations
-    if padding == "SAME":
-        ph, pw = _same_pads(x.shape[1], kh, sh, dh), _same_pads(x.shape[2], kw, sw, dw)
-        x = tf.pad(x, [[0, 0], list(ph), list(pw), [0, 0]], constant_values=fill)
-    oh = (x.shape[1] - (kh - 1) * dh - 1) // sh + 1
-    ow = (x.shape[2] - (kw - 1) * dw - 1) // sw + 1
-    return [((i, j), x[:, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw, :])
-            for i in range(kh) for j in range(kw)]
-
-
-def _nhwc(fn, x, fmt):
-    if fmt == "NCHW":
-        return tf.transpose(fn(tf.transpose(x, (0, 2, 3, 1))), (0, 3, 1, 2))
-    return fn(x)
-
-
-def r_conv2d(x, w, strides, padding, fmt, dilations=(1, 1)):
-    def fn(t):
-        taps = _windows(t, w.shape[:2], strides, padding, dilations)
-        return tf.add_n([tf.einsum("nhwc,co->nhwo", patch, w[i, j]) for (i, j), patch in taps])
-    return _nhwc(fn, x, fmt)
-
-
-def r_max_pool(x, ksize, strides, padding, fmt):
-    return _nhwc(lambda t: tf.reduce_max(tf.stack([p for _, p in _windows(t, ksize, strides, padding,
-                                                                          fill=-np.inf)]), 0), x, fmt)
-
-
-def r_avg_pool(x, ksize, strides, padding, fmt):
-    def fn(t):
-        total = tf.add_n([p for _, p in _windows(t, ksize, strides, padding)])
-        count = tf.add_n([p for _, p in _windows(tf.ones_like(t), ksize, strides, padding)])
-        return total / count
-    return _nhwc(fn, x, fmt)
-
-
-def _bcast(v, axis, rank):
-    return tf.reshape(v, [-1 if i == axis else 1 for i in range(rank)])
 
 
 # --------------------------------------------------------------------------- Dense
@@ -240,7 +75,7 @@ def test_conv2d(fmt, hw, cin, f, k, s, pad, d, bias, act):
     def ref(x, w):
         y = r_conv2d(x, w["kernel"], pair(s), pad.upper(), "NCHW" if nchw else "NHWC", pair(d))
         if bias:
-            y = y + _bcast(w["bias"], 1 if nchw else 3, 4)
+            y = y + bcast(w["bias"], 1 if nchw else 3, 4)
         return r_relu(y) if act == "relu" else y
 
     check([F(*x_shape)], lambda x: L.Conv2D(f, k, strides=s, padding=pad, data_format=fmt, dilation_rate=d,
@@ -249,7 +84,7 @@ def test_conv2d(fmt, hw, cin, f, k, s, pad, d, bias, act):
 
 def test_conv2d_functional_nchw_default():
     check([F(2, 5, 5)], lambda x: L.conv2d(x, 3, kernel_size=3, padding="SAME", name="conv1"),
-          lambda x, w: r_conv2d(x, w["kernel"], (1, 1), "SAME", "NCHW") + _bcast(w["bias"], 1, 4))
+          lambda x, w: r_conv2d(x, w["kernel"], (1, 1), "SAME", "NCHW") + bcast(w["bias"], 1, 4))
 
 
 # --------------------------------------------------------------------------- pooling
@@ -373,21 +208,17 @@ def _bn_refs(axis, rank, momentum, eps, center=True, scale=True):
     def norm(x, w, mean, var):
         y = (x - mean) / tf.sqrt(var + eps)
         if scale:
-            y = y * _bcast(w["gamma"], axis, rank)
-        return y + _bcast(w["beta"], axis, rank) if center else y
-
-    def batch_stats(x):
-        mean = tf.reduce_mean(x, axis=axes, keepdims=True)
-        return mean, tf.reduce_mean(tf.square(x - mean), axis=axes, keepdims=True)
+            y = y * bcast(w["gamma"], axis, rank)
+        return y + bcast(w["beta"], axis, rank) if center else y
 
     def infer(x, w):
-        return norm(x, w, _bcast(w["moving_mean"], axis, rank), _bcast(w["moving_variance"], axis, rank))
+        return norm(x, w, bcast(w["moving_mean"], axis, rank), bcast(w["moving_variance"], axis, rank))
 
     def train(x, w):
-        return norm(x, w, *batch_stats(x))
+        return norm(x, w, *r_moments(x, axes))
 
     def updates(x, w):
-        mean, var = (tf.reshape(s, [-1]) for s in batch_stats(x))
+        mean, var = (tf.reshape(s, [-1]) for s in r_moments(x, axes))
         return {"moving_mean": w["moving_mean"] * momentum + mean * (1 - momentum),
                 "moving_variance": w["moving_variance"] * momentum + var * (1 - momentum)}
     return infer, train, updates
@@ -428,8 +259,7 @@ def test_layer_normalization(shape, axis, kwargs):
     eps = kwargs.get("epsilon", 1e-3)
 
     def ref(x, w):
-        mean = tf.reduce_mean(x, axis=axes, keepdims=True)
-        var = tf.reduce_mean(tf.square(x - mean), axis=axes, keepdims=True)
+        mean, var = r_moments(x, axes)
         y = (x - mean) / tf.sqrt(var + eps)
         pshape = [x.shape[i] if i in axes else 1 for i in range(rank)]
         if kwargs.get("scale", True):
@@ -462,7 +292,7 @@ def test_stack_conv_pool_bn_dense():
     variables = {p: tf.Variable(v, dtype=F64) for p, v in ws.items()}
 
     def fwd(xt):
-        y = r_conv2d(xt, variables["c/kernel"], (1, 1), "SAME", "NCHW") + _bcast(variables["c/bias"], 1, 4)
+        y = r_conv2d(xt, variables["c/kernel"], (1, 1), "SAME", "NCHW") + bcast(variables["c/bias"], 1, 4)
         y = r_max_pool(y, (2, 2), (2, 2), "VALID", "NCHW")
         y = tf.reshape(r_relu(y), (N, -1))
         return r_softmax(tf.matmul(y, variables["d/kernel"]) + variables["d/bias"])

@@ -1,10 +1,5 @@
-"""Every op against an independent float64 reference (plain TF math, no tf.nn shortcuts), forward and gradient.
-
-Forward: a Model from ``flow.Input``s to the op, ``predict``, compared with the reference.
-Gradient: each float input passes through ``Scale`` (a trainable elementwise factor, all ones) and
-non-batch operands are trainable ``Param``s; one ``fit`` step of ``SGD(1.0)`` with
-``MeanSquaredError`` on the whole data moves every weight by minus the mean-loss gradient,
-compared with ``tf.GradientTape`` on the reference.  One device, mirrored view.
+"""Every op against an independent float64 reference (plain TF math, no tf.nn shortcuts), forward and gradient,
+with the harness of tests/reference.py.  One device, mirrored view.
 """
 import math
 
@@ -16,9 +11,8 @@ import flowlayers as flow
 from flowlayers.ops import conv as conv_ops
 from flowlayers.ops import elementwise as ew
 from flowlayers.ops import nn as nn_ops
-
-N = 2             # batch
-F64 = tf.float64
+from reference import (F, F64, I, N, P, Scale, check, r_avg_pool, r_conv2d, r_log_softmax, r_max_pool, r_moments,
+                       r_sigmoid, r_softmax, where)
 
 
 @pytest.fixture(autouse=True)
@@ -27,201 +21,8 @@ def _one_device(fresh):
     flow.config.set_view("mirrored")
 
 
-# --------------------------------------------------------------------------- harness
-class Scale(flow.layers.Layer):
-    """``x * w`` with ``w`` of the per-example shape, initialised to ones: its gradient is the input's."""
-
-    def build(self, input_shape):
-        self.w = self.add_weight("w", tuple(input_shape[1:]), initializer="ones")
-
-    def call(self, x):
-        return x * self.read(self.w)
-
-
-class Param(flow.layers.Layer):
-    """A trainable tensor with no batch dim (a kernel, a bias, a table); the input only anchors the call."""
-
-    def __init__(self, shape, **kwargs):
-        super().__init__(**kwargs)
-        self.shape = tuple(shape)
-
-    def build(self, input_shape):
-        self.w = self.add_weight("w", self.shape, initializer="zeros")
-
-    def call(self, x):
-        return self.read(self.w)
-
-
-class Spec:
-    """kind 'f': float input (batched), 'i': int input (batched), 'p': float Param (no batch dim)."""
-
-    def __init__(self, kind, shape, lo=-2.0, hi=2.0, dtype=None, values=None):
-        self.kind, self.shape, self.lo, self.hi, self.dtype, self.values = kind, tuple(shape), lo, hi, dtype, values
-
-    def sample(self, rng):
-        if self.values is not None:
-            return np.asarray(self.values, self.dtype or (np.int32 if self.kind == "i" else np.float32))
-        shape = ((N,) if self.kind != "p" else ()) + self.shape
-        if self.kind == "i":
-            return rng.integers(int(self.lo), int(self.hi), size=shape).astype(self.dtype or np.int32)
-        return rng.uniform(self.lo, self.hi, size=shape).astype(np.float32)
-
-
-def F(*shape, lo=-2.0, hi=2.0, values=None):
-    return Spec("f", shape, lo, hi, values=values)
-
-
-def I(*shape, high, dtype=np.int32, values=None):  # noqa: E743
-    return Spec("i", shape, 0, high, dtype, values)
-
-
-def P(*shape, lo=-1.0, hi=1.0):
-    return Spec("p", shape, lo, hi)
-
-
-def _as_tuple(x):
-    return tuple(x) if isinstance(x, (list, tuple)) else (x,)
-
-
-def check(specs, build, ref, grad=True, ref_train=None, rtol=1e-5, atol=1e-5, grad_rtol=1e-4, grad_atol=2e-6,
-          seed=0):
-    """Forward and (``grad``) gradient of ``build(*blobs)`` against ``ref(*tensors)`` (float64 TF math)."""
-    rng = np.random.default_rng(seed)
-    values = [s.sample(rng) for s in specs]
-    inputs, blobs, weights = [], [None] * len(specs), []   # weights: (Variable, index into values)
-    for k, (s, v) in enumerate(zip(specs, values)):
-        if s.kind == "f":
-            x = flow.Input(v.shape[1:])
-            inputs.append(x)
-            layer = Scale()
-            blobs[k] = layer(x)
-            weights.append((layer.w, k))
-        elif s.kind == "i":
-            x = flow.Input(v.shape[1:], dtype=flow.int64 if v.dtype == np.int64 else flow.int32)
-            inputs.append(x)
-            blobs[k] = x
-    params = []
-    for k, s in enumerate(specs):
-        if s.kind == "p":
-            layer = Param(s.shape)
-            blobs[k] = layer(inputs[0])
-            params.append((layer, k))
-            weights.append((layer.w, k))
-    outs = _as_tuple(build(*blobs))
-    model = flow.Model(inputs, list(outs) if len(outs) > 1 else outs[0])
-    for layer, k in params:
-        layer.set_weights([values[k]])
-    feeds = [v for s, v in zip(specs, values) if s.kind != "p"]
-    feeds = feeds if len(feeds) > 1 else feeds[0]
-
-    got = _as_tuple(model.predict(feeds, batch_size=N, verbose=0))
-    tf_values = [tf.constant(v, F64 if v.dtype.kind == "f" else None) for v in values]
-    want = _as_tuple(ref(*tf_values))
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        w = w.numpy()
-        assert g.shape == w.shape, (g.shape, w.shape)
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg="forward")
-    if not grad:
-        return got
-
-    # gradient: one SGD(1.0) step on the whole batch moves each weight by minus the mean-loss gradient
-    out = outs[0]
-    train_model = model if len(outs) == 1 else flow.Model(inputs, out)
-    target = rng.normal(size=got[0].shape).astype(out.dtype.numpy)
-    before = [w.numpy() for w, _ in weights]
-    train_model.compile(optimizer=flow.optimizers.SGD(1.0), loss=flow.losses.MeanSquaredError())
-    train_model.fit(feeds, target, batch_size=N, epochs=1, shuffle=False, verbose=0)
-    got_grads = [b - w.numpy() for b, (w, _) in zip(before, weights)]
-
-    ref_vars = []
-    for w, k in weights:
-        init = np.ones(w.shape) if specs[k].kind == "f" else values[k].astype(np.float64)
-        ref_vars.append(tf.Variable(init, dtype=F64))
-    with tf.GradientTape() as tape:
-        args = list(tf_values)
-        for var, (w, k) in zip(ref_vars, weights):
-            args[k] = tf_values[k] * var if specs[k].kind == "f" else tf.identity(var)
-        y = _as_tuple((ref_train or ref)(*args))[0]
-        loss = tf.reduce_mean(tf.square(y - tf.constant(target, F64)))
-    want_grads = tape.gradient(loss, ref_vars, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    for (w, _), g, r in zip(weights, got_grads, want_grads):
-        np.testing.assert_allclose(g, tf.convert_to_tensor(r).numpy(), rtol=grad_rtol, atol=grad_atol,
-                                   err_msg=f"gradient of {w.path}")
-    return got
-
-
-# --------------------------------------------------------------------------- references (float64, plain math)
-def where(cond, a, b):
-    """``tf.where`` taking Python numbers for either branch."""
-    a = tf.convert_to_tensor(a, F64)
-    return tf.where(cond, a, tf.zeros_like(a) + b)
-
-
-def r_sigmoid(x):
-    return 1.0 / (1.0 + tf.exp(-x))
-
-
-def r_log_softmax(x, axis=-1):
-    z = x - tf.stop_gradient(tf.reduce_max(x, axis=axis, keepdims=True))
-    return z - tf.math.log(tf.reduce_sum(tf.exp(z), axis=axis, keepdims=True))
-
-
-def r_softmax(x, axis=-1):
-    return tf.exp(r_log_softmax(x, axis))
-
-
+# --------------------------------------------------------------------------- op-specific references
 SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
-
-
-def _same_pads(size, k, s, d=1):
-    eff = (k - 1) * d + 1
-    out = -(-size // s)
-    total = max((out - 1) * s + eff - size, 0)
-    return total // 2, total - total // 2
-
-
-def _windows(x, ksize, strides, padding, dilations=(1, 1), fill=0.0):
-    """NHWC ``x`` -> list of ((i, j), strided slice (N, OH, OW, C)) for every kernel tap."""
-    (kh, kw), (sh, sw), (dh, dw) = ksize, strides, dilations
-    if padding == "SAME":
-        ph, pw = _same_pads(x.shape[1], kh, sh, dh), _same_pads(x.shape[2], kw, sw, dw)
-        x = tf.pad(x, [[0, 0], list(ph), list(pw), [0, 0]], constant_values=fill)
-    oh = (x.shape[1] - (kh - 1) * dh - 1) // sh + 1
-    ow = (x.shape[2] - (kw - 1) * dw - 1) // sw + 1
-    return [((i, j), x[:, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw, :])
-            for i in range(kh) for j in range(kw)]
-
-
-def _nhwc(fn, x, fmt):
-    if fmt == "NCHW":
-        return tf.transpose(fn(tf.transpose(x, (0, 2, 3, 1))), (0, 3, 1, 2))
-    return fn(x)
-
-
-def r_conv2d(x, w, strides, padding, fmt, dilations=(1, 1)):
-    def fn(t):
-        taps = _windows(t, w.shape[:2], strides, padding, dilations)
-        return tf.add_n([tf.einsum("nhwc,co->nhwo", patch, w[i, j]) for (i, j), patch in taps])
-    return _nhwc(fn, x, fmt)
-
-
-def r_max_pool(x, ksize, strides, padding, fmt):
-    return _nhwc(lambda t: tf.reduce_max(tf.stack([p for _, p in _windows(t, ksize, strides, padding,
-                                                                          fill=-np.inf)]), 0), x, fmt)
-
-
-def r_avg_pool(x, ksize, strides, padding, fmt):
-    def fn(t):
-        total = tf.add_n([p for _, p in _windows(t, ksize, strides, padding)])
-        count = tf.add_n([p for _, p in _windows(tf.ones_like(t), ksize, strides, padding)])
-        return total / count               # padding cells are not counted
-    return _nhwc(fn, x, fmt)
-
-
-def r_moments(x, axes):
-    mean = tf.reduce_mean(x, axis=axes, keepdims=True)
-    return mean, tf.reduce_mean(tf.square(x - mean), axis=axes, keepdims=True)
 
 
 def r_batch_norm(x, gamma, beta, mm, mv, axis, momentum, eps, training):
@@ -301,13 +102,13 @@ UNARY = {   # name: (flow fn, reference, (lo, hi))
     "square": (flow.math.square, lambda x: x * x, (-2, 2)),
     "gelu": (flow.nn.gelu, lambda x: 0.5 * x * (1 + tf.math.erf(x / math.sqrt(2.0))), (-3, 3)),
     "softplus": (flow.nn.softplus, lambda x: tf.math.log(1 + tf.exp(x)), (-4, 4)),
-    "softsign": (ew.softsign, lambda x: x / (1 + tf.abs(x)), (-3, 3)),
+    "softsign": (flow.nn.softsign, lambda x: x / (1 + tf.abs(x)), (-3, 3)),
     "silu": (flow.nn.silu, lambda x: x * r_sigmoid(x), (-3, 3)),
     "swish": (flow.nn.swish, lambda x: x * r_sigmoid(x), (-3, 3)),
     "elu": (flow.nn.elu, lambda x: where(x > 0, x, tf.exp(tf.minimum(x, 0.0)) - 1), (-3, 3)),
     "selu": (flow.nn.selu, lambda x: SELU_SCALE * where(x > 0, x, SELU_ALPHA * (tf.exp(tf.minimum(x, 0.0)) - 1)),
              (-3, 3)),
-    "hard_sigmoid": (ew.hard_sigmoid, lambda x: tf.clip_by_value(x / 6.0 + 0.5, 0.0, 1.0), (-5, 5)),
+    "hard_sigmoid": (flow.nn.hard_sigmoid, lambda x: tf.clip_by_value(x / 6.0 + 0.5, 0.0, 1.0), (-5, 5)),
     "leaky_relu": (flow.nn.leaky_relu, lambda x: where(x > 0, x, 0.2 * x), (-2, 2)),
     "leaky_relu_0.1": (lambda x: flow.nn.leaky_relu(x, alpha=0.1), lambda x: where(x > 0, x, 0.1 * x), (-2, 2)),
     "negative": (flow.math.negative, lambda x: -x, (-2, 2)),
@@ -362,9 +163,18 @@ def test_one_hot(dtype):
 
 
 def test_compare_ops():
-    got = check([F(3, 4), F(3, 4)], lambda a, b: [ew.greater(a, b), flow.math.equal(a, a)],
+    got = check([F(3, 4), F(3, 4)], lambda a, b: [flow.math.greater(a, b), flow.math.equal(a, a)],
                 lambda a, b: (a > b, a == a), grad=False)
     assert got[0].dtype == np.bool_
+
+
+@pytest.mark.parametrize("specs, build, ref", [
+    pytest.param([F(3, 4), P(4)], flow.math.greater, lambda a, b: a > b, id="bcast-param"),
+    pytest.param([F(3, 4)], lambda a: flow.math.greater(a, 0.5), lambda a: a > 0.5, id="blob-scalar"),
+    pytest.param([F(3, 4)], lambda a: flow.math.greater(0.5, a), lambda a: 0.5 > a, id="scalar-blob"),
+])
+def test_greater_broadcasts(specs, build, ref):
+    check(specs, build, ref, grad=False)
 
 
 # --------------------------------------------------------------------------- matmul
@@ -403,9 +213,9 @@ CONV_CASES = [   # (H, W, Cin, kernel (kh, kw, Cout), strides, padding, dilation
 ]
 
 
-def _conv_params():
+def _conv_params(cases=CONV_CASES):
     out = []
-    for (hw, cin, k, s, pad, d) in CONV_CASES:
+    for (hw, cin, k, s, pad, d) in cases:
         for fmt in ("NCHW", "NHWC"):
             name = f"{fmt}-{hw[0]}x{hw[1]}-k{k[0]}{k[1]}-s{s}-{pad}-d{d}"
             out.append(pytest.param(fmt, hw, cin, k, s, pad, d, id=name))
@@ -417,8 +227,24 @@ def test_conv2d(fmt, hw, cin, k, s, pad, d):
     x_shape = (cin, *hw) if fmt == "NCHW" else (*hw, cin)
     pair = (s, s) if isinstance(s, int) else s
     check([F(*x_shape), P(k[0], k[1], cin, k[2], lo=-0.5, hi=0.5)],
-          lambda x, w: conv_ops.conv2d(x, w, s, pad, fmt, d),
+          lambda x, w: conv_ops.conv2d(x, w, strides=s, padding=pad, data_format=fmt, dilations=d),
           lambda x, w: r_conv2d(x, w, pair, pad, fmt, (d, d)))
+
+
+# OneFlow's filter layouts and their permutation to the reference's (kh, kw, in, out)
+ONEFLOW_FILTERS = {"NCHW": (lambda kh, kw, cin, cout: (cout, cin, kh, kw), (2, 3, 1, 0)),
+                   "NHWC": (lambda kh, kw, cin, cout: (cout, kh, kw, cin), (1, 2, 3, 0))}
+
+
+@pytest.mark.parametrize("fmt, hw, cin, k, s, pad, d", _conv_params([CONV_CASES[i] for i in (0, 4, 8)]))
+def test_nn_conv2d_oneflow_filters(fmt, hw, cin, k, s, pad, d):
+    """``flow.nn.conv2d`` takes OneFlow's filter layout: (out, in, kh, kw) for NCHW, (out, kh, kw, in) for NHWC."""
+    x_shape = (cin, *hw) if fmt == "NCHW" else (*hw, cin)
+    pair = (s, s) if isinstance(s, int) else s
+    filters_shape, perm = ONEFLOW_FILTERS[fmt]
+    check([F(*x_shape), P(*filters_shape(*k[:2], cin, k[2]), lo=-0.5, hi=0.5)],
+          lambda x, w: flow.nn.conv2d(x, w, s, pad, data_format=fmt, dilations=None if d == 1 else d),
+          lambda x, w: r_conv2d(x, tf.transpose(w, perm), pair, pad, fmt, (d, d)))
 
 
 POOL_CASES = [   # (H, W), ksize, strides, padding
@@ -506,8 +332,8 @@ def test_reduce(kind, axis, keepdims):
 @pytest.mark.parametrize("kind", list(REDUCE))
 def test_reduce_all_to_scalar(kind):
     fn, ref = REDUCE[kind]
-    # predict cannot merge 0-d outputs across batches, so the scalar is reshaped to (1,)
-    check([F(3, 4)], lambda x: flow.reshape(fn(x), (1,)), lambda x: tf.reshape(ref(x), (1,)), grad=False)
+    got = check([F(3, 4)], fn, ref, grad=False)   # one batch: predict gives the scalar itself, as Keras does
+    assert got[0].shape == ()
 
 
 @pytest.mark.parametrize("axis", [1, -1, 0])
