@@ -15,6 +15,7 @@ import tensorflow as tf
 from tensorflow.experimental import dtensor
 
 from flowlayers.errors import EngineError, FlowLayersError
+from flowlayers.framework.variable import check_rules, live_variables
 from flowlayers.parallel import plan as planner
 from flowlayers.sbp import Split, partial_sum
 
@@ -60,7 +61,7 @@ class ConsistentRuntime:
 
     # Variables ----------------------------------------------------------
     def variable_layout(self, var):
-        return self.layout(var.nd_sbp([a for a, _ in self.axes]), len(var.shape))
+        return self.layout(var.nd_sbp(dict(self.axes)), len(var.shape))
 
     def create_variable(self, var, value=None):
         layout = self.variable_layout(var)
@@ -106,25 +107,35 @@ class ConsistentRuntime:
 
 
 class ConsistentExecutable(BaseExecutable):
+    def __init__(self, runtime, program):
+        super().__init__(runtime, program)
+        # layout rules and forced signatures are checked here, before any step runs
+        check_rules(program.variables, dict(runtime.axes), live_variables())
+        self._plan(None)
+
+    def _plan(self, batch):
+        p = self.program
+        return planner.plan(p.nodes, self.runtime.axes, batch, p.loss, p.trainable)
+
     def _retrace(self):
         self._fns = {}
 
     def _functions(self, batch):
         """(forward-or-grads fn, apply fn) for a fed batch size; the plan depends on whether it splits."""
         if batch not in self._fns:
-            sbps = planner.plan(self.program.nodes, self.runtime.axes, batch)
+            plan = self._plan(batch)
             jit = self.program.jit_compile or None
-            self._fns[batch] = (sbps, tf.function(lambda *a: self._forward(sbps, *a), jit_compile=jit),
-                                tf.function(self._apply, jit_compile=jit),
-                                tf.function(lambda *a: self._fused(sbps, *a), jit_compile=jit))
+            self._fns[batch] = (plan, tf.function(lambda *a: self._forward(plan, *a), jit_compile=jit, autograph=False),
+                                tf.function(self._apply, jit_compile=jit, autograph=False),
+                                tf.function(lambda *a: self._fused(plan, *a), jit_compile=jit, autograph=False))
         return self._fns[batch]
 
     def __call__(self, feeds, lr=0.0, step=1):
         p, rt = self.program, self.runtime
         self._current_handles()
         batch = len(feeds[0]) if feeds and np.ndim(feeds[0]) else None
-        sbps, forward, apply, fused = self._functions(batch)
-        placed = [rt.place(f, sbps[x]) for f, x in zip(feeds, p.inputs)]
+        plan, forward, apply, fused = self._functions(batch)
+        placed = [rt.place(f, plan.sbp[x]) for f, x in zip(feeds, p.inputs)]
         scalar = lambda v, dt: rt.to_mesh(tf.constant(v, dt), rt.replicated(0))  # noqa: E731
         lr_t, step_t = scalar(lr, tf.float32), scalar(step, tf.int64)
         try:
@@ -145,9 +156,9 @@ class ConsistentExecutable(BaseExecutable):
         parts = [t.numpy() for t in dtensor.unpack(value)]
         return parts if mode == "list" else parts[0]
 
-    def _forward(self, sbps, feeds, step):
+    def _forward(self, plan, feeds, step):
         p, rt = self.program, self.runtime
-        ctx = _DTensorContext(p.phase, step, self._seed, rt, sbps)
+        ctx = _DTensorContext(p.phase, step, self._seed, rt, plan)
         env = dict(zip(p.inputs, feeds))
         grads, updates = [], []
         if p.loss is not None:
@@ -178,22 +189,36 @@ class ConsistentExecutable(BaseExecutable):
             handle = self._handles[var.path]
             handle.assign(dtensor.relayout(value, self.runtime.variable_layout(var)))
 
-    def _fused(self, sbps, feeds, lr, step):
-        outs, grads, updates = self._forward(sbps, feeds, step)
+    def _fused(self, plan, feeds, lr, step):
+        outs, grads, updates = self._forward(plan, feeds, step)
         self._apply(grads, updates, lr, step)
         return outs
 
 
 class _DTensorContext(LoweringContext):
-    def __init__(self, phase, step, seed, runtime, sbps):
+    """Realises the plan: each op's inputs are boxed to its signature's layouts, its outputs pinned to theirs.
+
+    Partial sums have no DTensor layout: a P in the plan is left to DTensor's own SPMD expansion.
+    """
+
+    def __init__(self, phase, step, seed, runtime, plan):
         super().__init__(phase, step, seed, runtime.native_nchw)
-        self.runtime, self.sbps = runtime, sbps
+        self.runtime, self.plan = runtime, plan
 
     def constant(self, value, dtype):
         return self.runtime.to_mesh(tf.constant(value, dtype), self.runtime.replicated(np.ndim(value)))
 
+    def _relayout(self, tensor, nd, rank):
+        return dtensor.relayout(tensor, self.runtime.layout(nd, rank))
+
     def pin(self, blob, tensor):
-        nd = self.sbps.get(blob)
+        nd = self.plan.sbp.get(blob)
         if nd is None or partial_sum in nd:
             return tensor
-        return dtensor.relayout(tensor, self.runtime.layout(nd, blob.ndim))
+        return self._relayout(tensor, nd, blob.ndim)
+
+    def box(self, node, i, tensor):
+        x, want = node.inputs[i], self.plan.wanted.get((node, i))
+        if want is None or partial_sum in want or (want == self.plan.sbp[x] and partial_sum not in want):
+            return tensor
+        return self._relayout(tensor, want, x.ndim)

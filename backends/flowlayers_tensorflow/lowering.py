@@ -40,6 +40,10 @@ class LoweringContext:
         """Hook for the consistent view: relayout ``tensor`` to ``blob``'s planned layout."""
         return tensor
 
+    def box(self, node, i, tensor):
+        """Hook for the consistent view: Boxing of input ``i`` of ``node`` to its signature's layout."""
+        return tensor
+
 
 def run_graph(nodes, env, handles, ctx):
     """Fill ``env`` (Blob -> tensor) for every node; placeholders must already be in it."""
@@ -55,7 +59,7 @@ def run_graph(nodes, env, handles, ctx):
                               f"for it; expected one of {sorted(KERNELS)}")
         with tf.name_scope(node.name.replace(":", "_")):
             try:
-                out = kernel(node, *[env[x] for x in node.inputs], ctx=ctx)
+                out = kernel(node, *[ctx.box(node, i, env[x]) for i, x in enumerate(node.inputs)], ctx=ctx)
             except FlowLayersError:
                 raise
             except (ValueError, TypeError, tf.errors.OpError) as e:

@@ -41,8 +41,8 @@ class StrategyRuntime:
         handle.assign(value)
 
     def shard_shapes(self, handle):
-        """Shape each device holds (every replica holds the whole variable)."""
-        return [tuple(handle.shape)] * self.num_replicas
+        """Shape of the copy each device holds, read from the variable's per-device values."""
+        return [tuple(v.shape) for v in getattr(handle, "values", (handle,))]
 
     # Steps --------------------------------------------------------------
     def compile(self, program):

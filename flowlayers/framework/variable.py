@@ -6,6 +6,7 @@ keeps its weights when the view is switched.
 """
 import hashlib
 import re
+import weakref
 
 import numpy as np
 
@@ -14,12 +15,20 @@ from ..errors import DTypeError, SBPError, ShapeError, describe_shape
 from ..sbp import Split, broadcast
 
 
+_live = weakref.WeakSet()   # every Variable still referenced: what layout rules may match
+
+
+def live_variables():
+    return sorted(_live, key=lambda v: v.path)
+
+
 class Variable:
     def __init__(self, path, shape, dtype, initializer, trainable=True):
         self.path, self.shape, self.dtype = path, tuple(int(d) for d in shape), dtype
         self.initializer, self.trainable = initializer, trainable
-        self._runtime, self._handle = None, None
+        self._runtime, self._handle, self._layout = None, None, None
         self.layout_of = None   # another Variable whose layout this one follows (optimizer slots)
+        _live.add(self)
 
     @property
     def name(self):
@@ -31,19 +40,22 @@ class Variable:
         return [int.from_bytes(digest[i:i + 4], "little") & 0x7FFFFFFF for i in (0, 4)]
 
     # Layouts ------------------------------------------------------------
-    def mesh_spec(self, mesh_axes):
-        """Mesh-axis name (or None) per tensor dim, from the first matching layout rule."""
+    def mesh_spec(self, mesh):
+        """Mesh-axis name (or None) per tensor dim, from the first matching layout rule.
+
+        ``mesh`` is ``{axis: size}`` (sizes are checked) or a list of axis names.
+        """
         if self.layout_of is not None:
-            return self.layout_of.mesh_spec(mesh_axes)
+            return self.layout_of.mesh_spec(mesh)
         for pattern, spec in config.layout_rules().items():
             if re.search(pattern, self.path):
-                check_spec(pattern, spec, self, mesh_axes)
+                check_spec(pattern, spec, self, mesh)
                 return spec
         return (None,) * len(self.shape)
 
-    def nd_sbp(self, mesh_axes):
-        spec = self.mesh_spec(mesh_axes)
-        return tuple(Split(spec.index(a)) if a in spec else broadcast for a in mesh_axes)
+    def nd_sbp(self, mesh):
+        spec = self.mesh_spec(mesh)
+        return tuple(Split(spec.index(a)) if a in spec else broadcast for a in mesh)
 
     # Values -------------------------------------------------------------
     def _live_handle(self, runtime=None):
@@ -51,10 +63,11 @@ class Variable:
         from .. import engine
 
         runtime = runtime or self._runtime or engine.runtime()
-        if self._runtime is not runtime:
+        layout = self.nd_sbp(dict(runtime.axes)) if hasattr(runtime, "axes") else None   # rules may have changed
+        if self._runtime is not runtime or self._layout != layout:
             value = self._runtime.read(self._handle) if self._runtime is not None else None
             self._handle = runtime.create_variable(self, value)
-            self._runtime = runtime
+            self._runtime, self._layout = runtime, layout
         return self._handle
 
     def numpy(self):
@@ -81,17 +94,41 @@ class Variable:
         return f"Variable({self.path!r}, shape={describe_shape(self.shape)}, dtype={self.dtype.name})"
 
 
-def check_spec(pattern, spec, var, mesh_axes):
-    """A layout rule's spec must fit the variable it matched: one entry per dim, known axes, used once."""
+def check_spec(pattern, spec, var, mesh):
+    """A layout rule's spec must fit the variable it matched: one entry per dim, known axes, each used once,
+    and (given axis sizes) splits that divide the dim."""
     where = f"layout rule {pattern!r} (matched variable {var.path!r} of shape {describe_shape(var.shape)})"
     if len(spec) != len(var.shape):
         raise SBPError(f"{where}: expected {len(var.shape)} entries, one per tensor dim, received {spec!r}")
     named = [a for a in spec if a is not None]
     for a in named:
-        if a not in mesh_axes:
-            raise SBPError(f"{where}: expected mesh axes among {list(mesh_axes)}, received unknown axis {a!r}")
+        if a not in mesh:
+            raise SBPError(f"{where}: expected mesh axes among {list(mesh)}, received unknown axis {a!r}; "
+                           f"name an axis of flow.config.set_mesh(...) or None")
     if len(set(named)) != len(named):
-        raise SBPError(f"{where}: expected each mesh axis on at most one tensor dim, received {spec!r}")
+        raise SBPError(f"{where}: expected each mesh axis on at most one tensor dim, received {spec!r} which puts "
+                       f"axis {next(a for a in named if named.count(a) > 1)!r} on two dims")
+    if isinstance(mesh, dict):
+        for dim, a in enumerate(spec):
+            if a is not None and var.shape[dim] % mesh[a]:
+                raise SBPError(f"{where}: splitting dim {dim} of size {var.shape[dim]} over mesh axis {a!r} of size "
+                               f"{mesh[a]} expected a size that divides by {mesh[a]}; choose another dim or axis, "
+                               f"or leave this variable replicated")
+
+
+def check_rules(variables, mesh, others=()):
+    """Every layout rule must fit each of ``variables`` it matches and match one of them or of ``others``
+    (other live variables: a rule may be meant for another model).  Runs before any step."""
+    variables = [v for v in variables if v.layout_of is None]
+    for v in variables:
+        v.mesh_spec(mesh)
+    candidates = variables + [v for v in others if v.layout_of is None]
+    for pattern in config.layout_rules():
+        if not any(re.search(pattern, v.path) for v in candidates):
+            paths = sorted({v.path for v in variables})
+            raise SBPError(f"layout rule {pattern!r}: expected to match at least one variable, received none among "
+                           f"{paths[:8]}{' ...' if len(paths) > 8 else ''} (rules match variable paths with "
+                           f"re.search); fix the pattern or remove the rule")
 
 
 class VariableStore:

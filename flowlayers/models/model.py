@@ -16,6 +16,7 @@ from ..framework.blob import Blob
 from ..framework.graph import topo_sort
 from ..framework.program import Program
 from ..ops import source
+from ..parallel import report
 from . import summary as summary_mod, training
 from .weights import assign_all
 
@@ -205,6 +206,16 @@ class Model:
 
     def predict(self, x, batch_size=None, verbose="auto", callbacks=None):
         return training.predict(self, x, batch_size, verbose, callbacks)
+
+    def parallel_plan(self, batch_size=32):
+        """What runs where in the view in force: per variable (and optimizer slot) its SBP and the shard each
+        device holds, read back from the engine; every Boxing with its bytes per step (for ``batch_size`` rows).
+
+        The training step is planned once the model is compiled with a loss, else the predict step.
+        """
+        self._require_built("parallel_plan")
+        phase = "train" if self.loss is not None and self.optimizer is not None else "predict"
+        return report.build(self._executable(phase).program, engine.runtime(), batch_size)
 
     def summary(self, print_fn=print):
         self._require_built("summary")

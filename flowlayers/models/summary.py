@@ -3,13 +3,15 @@ import math
 
 from .. import config
 from ..errors import describe_shape
+from ..parallel import plan as planner
+from ..sbp import format_nd
 
 
 def _per_device(var, mesh):
     """Elements of ``var`` one device holds under its layout in the consistent view."""
     if mesh is None:
         return math.prod(var.shape)
-    spec = var.mesh_spec(list(mesh))
+    spec = var.mesh_spec(mesh)
     n = math.prod(var.shape)
     for axis in spec:
         if axis is not None:
@@ -17,13 +19,22 @@ def _per_device(var, mesh):
     return n
 
 
+def _planned_sbps(model, mesh):
+    """Output SBPs as the planner lays out the training step (once compiled with a loss) or the predict step."""
+    phase = "train" if model.loss is not None and model.optimizer is not None else "predict"
+    program = next((e.program for (ph, _), e in model._programs.items() if ph == phase), None)
+    program = program or model._program("predict")
+    return planner.plan(program.nodes, list(mesh.items()), None, program.loss, program.trainable).sbp
+
+
 def summary(model):
     mesh = config.mesh_shape() if config.view() == "consistent" else None
+    sbps = _planned_sbps(model, mesh) if mesh else {}
     rows = [("Layer (type)", "Output shape", "SBP" if mesh else "", "Param #", "Per device")]
     for layer in model.layers:
         out = getattr(layer, "output", None)
         shape = describe_shape(out.shape) if out is not None else "?"
-        sbp = "(" + ", ".join(map(repr, out.sbp)) + ")" if mesh and out is not None and out.sbp else ""
+        sbp = format_nd(sbps[out]) if out in sbps else ""
         params = sum(math.prod(w.shape) for w in layer.weights)
         per_dev = sum(_per_device(w, mesh) for w in layer.weights)
         rows.append((f"{layer.name} ({type(layer).__name__})", shape, sbp, f"{params:,}", f"{per_dev:,}"))

@@ -36,12 +36,24 @@ def _infer_reshape(inputs, attrs):
     return [(_resolve(inputs[0].shape, attrs["shape"]), inputs[0].dtype)]
 
 
+def _prefixes(shape):
+    """Element count before each dim, an unknown (None) batch counted symbolically: {prefix: dim}."""
+    out, unknown, known = {}, 0, 1
+    for i, d in enumerate(shape):
+        out.setdefault((unknown, known), i)
+        unknown, known = (unknown + 1, known) if d is None else (unknown, known * d)
+    return out
+
+
 def _reshape_signatures(inputs, attrs):
+    """S(k) -> S(j) wherever input dim k and output dim j start at the same element offset: each device's
+    contiguous block of dim k is then a contiguous block of dim j (flattening a channel-split NCHW blob
+    stays local).  Divisibility of both dims is the planner's check."""
     (x,), out = inputs, _resolve(inputs[0].shape, attrs["shape"])
-    sigs = [Signature((B,), (B,)), Signature((P,), (P,))]
-    if x.ndim and out and x.shape[0] == out[0]:
-        sigs.insert(0, Signature((S(0),), (S(0),)))   # the batch dim is kept: data parallel stays local
-    return sigs
+    starts = _prefixes(out)
+    sigs = [Signature((S(k),), (S(starts[p]),)) for p, k in _prefixes(x.shape).items()
+            if p in starts and x.shape[k] != 1 and out[starts[p]] != 1]
+    return sigs + [Signature((B,), (B,)), Signature((P,), (P,))]
 
 
 RESHAPE = OpDef("reshape", _infer_reshape, _reshape_signatures)

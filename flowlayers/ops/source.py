@@ -23,5 +23,5 @@ def variable(var):
     attrs = {"variable": var}
     axes = mesh_axes()
     if axes is not None:
-        attrs["sbp"] = var.nd_sbp([a for a, _ in axes])
+        attrs["sbp"] = var.nd_sbp(dict(axes))
     return apply(VARIABLE, [], attrs, var.path)

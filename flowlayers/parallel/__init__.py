@@ -1,1 +1,19 @@
 """The planner: SBP propagation, Boxing and its cost.  Pure Python, no engine."""
+from ..errors import SBPError
+from ..framework.blob import Blob
+
+
+def signatures_of(blob):
+    """The legal SBP signatures (one mesh axis) of the op that produced ``blob``."""
+    node = blob.node
+    return list(node.op.signatures(node.inputs, node.attrs))
+
+
+def force_signature(blob, *per_axis):
+    """Make the op that produced ``blob`` use ``per_axis`` signatures (one per mesh axis) instead of the
+    cheapest; the planner boxes its inputs to them.  For experiments and tests of the planner itself;
+    models normally say what they want with layout rules and ``Blob.with_sbp``."""
+    if not isinstance(blob, Blob) or blob.node.op.name in ("placeholder", "variable", "constant"):
+        raise SBPError(f"force_signature: expected a Blob produced by an op, received {blob!r}")
+    blob.node.attrs["signature"] = tuple(per_axis)
+    return blob

@@ -1,57 +1,190 @@
-"""Planning a Program for the consistent view: an nd-SBP for every Blob, from its sources.
+"""Planning a Program for a mesh: an nd-SBP for every Blob, a signature per op, and the Boxing between.
 
 Placeholders split their batch over the ``data`` axis (when it divides),
-variables follow their layout rules, constraints are honoured, and every
-other op takes the signature with the cheapest Boxing (see propagate.choose).
+variables follow their layout rules, constraints and forced signatures are
+honoured, and every other op takes the signature with the cheapest Boxing
+(see propagate.choose).  Where a producer's SBP differs from what its
+consumer's signature wants, a Boxing is recorded with the collective it
+needs and its bytes per step; the backward pass is planned by the
+transposition rules below, so a step's gradient all-reduces are listed too.
 """
-from ..sbp import Split, broadcast
-from . import propagate
+from dataclasses import dataclass
+from typing import Tuple
+
+from ..sbp import Split, broadcast, partial_sum
+from . import boxing, propagate
+
+
+@dataclass(frozen=True)
+class Boxing:
+    """One conversion of a Blob between nd-SBPs, and what it costs each step."""
+    producer: str            # the op (or variable path) whose output is converted
+    consumer: str            # the op that needs it converted (or "<path> (optimizer)" for a gradient)
+    src: Tuple
+    dst: Tuple
+    collectives: Tuple       # ((mesh axis, collective), ...), e.g. (("model", "all-reduce"),)
+    bytes_per_step: float    # estimated bytes sent per device
+    phase: str = "forward"   # forward | backward
+
+    def __repr__(self):
+        kinds = ", ".join(f"{k} over {a!r}" for a, k in self.collectives)
+        return (f"Boxing({self.producer} -> {self.consumer}: ({', '.join(map(repr, self.src))}) -> "
+                f"({', '.join(map(repr, self.dst))}), {kinds}, {self.bytes_per_step:,.0f} B, {self.phase})")
+
+
+class Plan:
+    """What the planner decided: ``sbp[blob]``, ``signatures[node]``, ``wanted[(node, i)]``, ``boxing``."""
+
+    def __init__(self, axes):
+        self.axes = list(axes)
+        self.sbp, self.signatures, self.wanted, self.boxing = {}, {}, {}, []
+
+    def input_sbp(self, node, i):
+        """The nd-SBP input ``i`` of ``node`` is boxed to before the op runs."""
+        return self.wanted.get((node, i), self.sbp[node.inputs[i]])
 
 
 def source_sbp(node, axes, batch=None):
     """nd-SBP of a placeholder (given the fed batch size) or a variable."""
     if node.op.name == "variable":
-        return node.attrs["variable"].nd_sbp([a for a, _ in axes])
+        return node.attrs["variable"].nd_sbp(dict(axes))
     shape = node.outputs[0].shape
     batch = shape[0] if batch is None and shape else batch
     return tuple(Split(0) if a == "data" and shape and (batch is None or batch % n == 0) else broadcast
                  for a, n in axes)
 
 
-def plan(nodes, axes, batch=None):
-    """{Blob: nd-SBP} for every output of ``nodes`` on mesh ``axes`` ([(name, size), ...])."""
-    sbps = {}
+class _View:
+    """A Blob as the planner sees it: the fed shape, dtype and planned SBP."""
+    __slots__ = ("shape", "dtype", "sbp", "ndim")
+
+    def __init__(self, shape, dtype, sbp):
+        self.shape, self.dtype, self.sbp, self.ndim = shape, dtype, sbp, len(shape)
+
+
+class _Node:
+    __slots__ = ("op", "inputs", "attrs", "name")
+
+    def __init__(self, node, inputs):
+        self.op, self.attrs, self.name, self.inputs = node.op, node.attrs, node.name, inputs
+
+
+def plan(nodes, axes, batch=None, loss=None, trainable=(), source_sbp=source_sbp, rounds=3):
+    """A Plan for ``nodes`` on mesh ``axes`` ([(name, size), ...]) with ``batch`` rows fed.
+
+    The first round is greedy (each op's cheapest signature given its inputs); later rounds also count the
+    Boxing of each op's outputs to what its consumers wanted in the round before, until nothing changes.
+    ``loss`` and ``trainable`` (Variables) add the backward pass's Boxing.
+    """
+    p = Plan(axes)
 
     def fed(shape):   # an unknown (None) dim is the batch: plan with the size actually fed
         return tuple(batch if d is None else d for d in shape)
 
-    class _View:   # a Blob as the planner sees it: shape, dtype and the planned SBP
-        __slots__ = ("shape", "dtype", "sbp", "ndim")
-
-        def __init__(self, blob):
-            self.shape, self.dtype, self.sbp, self.ndim = fed(blob.shape), blob.dtype, sbps[blob], blob.ndim
-
-    class _Node:
-        __slots__ = ("op", "inputs", "attrs")
-
-        def __init__(self, node):
-            self.op, self.attrs = node.op, node.attrs
-            self.inputs = [_View(x) for x in node.inputs]
-
+    consumers = {}
     for node in nodes:
-        if node.op.name in ("placeholder", "variable"):
-            nd = source_sbp(node, axes, batch)
-            sbps.update({b: nd for b in node.outputs})
+        for i, x in enumerate(node.inputs):
+            consumers.setdefault(x, []).append((node, i))
+    for round_ in range(rounds):
+        changed = False
+        for node in nodes:
+            if node.op.name in ("placeholder", "variable", "constant"):
+                nd = source_sbp(node, axes, batch) if node.op.name != "constant" else (broadcast,) * len(axes)
+                p.sbp.update({b: nd for b in node.outputs})
+                continue
+            view = _Node(node, [_View(fed(x.shape), x.dtype, p.sbp[x]) for x in node.inputs])
+            specs = [(fed(b.shape), b.dtype) for b in node.outputs]
+            wants = [[p.wanted[c] for c in consumers.get(b, ()) if c in p.wanted] for b in node.outputs]
+            sigs = tuple(propagate.signatures(view, specs, axes, wants if round_ else None))
+            changed |= p.signatures.get(node) != sigs
+            p.signatures[node] = sigs
+            p.sbp.update(zip(node.outputs, propagate.output_sbps(sigs, len(specs))))
+            for i, want in enumerate(propagate.input_sbps(sigs, len(node.inputs))):
+                p.wanted[(node, i)] = want
+        if not changed:
+            break
+    for node in nodes:
+        for i, x in enumerate(node.inputs):
+            if p.wanted[(node, i)] != p.sbp[x]:
+                p.boxing.append(_boxing(_label(x.node), node.name, p.sbp[x], p.wanted[(node, i)], fed(x.shape),
+                                        x.dtype, axes))
+    if loss is not None and trainable:
+        p.boxing.extend(_backward(p, nodes, loss, trainable, fed))
+    return p
+
+
+def _label(node):
+    return node.attrs["variable"].path if node.op.name == "variable" else node.name
+
+
+def _boxing(producer, consumer, src, dst, shape, dtype, axes, phase="forward"):
+    """Box axis by axis; each collective moves the tensor as split over the other axes."""
+    size = boxing.nbytes(shape, dtype)
+    kinds, total = [], 0.0
+    for i, (axis, n) in enumerate(axes):
+        if src[i] == dst[i]:
             continue
-        if node.op.name in ("sbp_constraint", "constant"):
-            sbps.update({b: node.attrs.get("sbp") or (broadcast,) * len(axes) for b in node.outputs})
-            continue
-        view = _Node(node)
-        specs = [(fed(b.shape), b.dtype) for b in node.outputs]
-        per_axis = []
-        for i, (_, n) in enumerate(axes):
-            sig, _ = propagate.choose(view, specs, i, n)
-            per_axis.append(sig.outputs if sig else (broadcast,) * len(specs))
-        for k, b in enumerate(node.outputs):
-            sbps[b] = tuple(outs[k] for outs in per_axis)
-    return sbps
+        kinds.append((axis, boxing.collective(src[i], dst[i])))
+        local = size
+        for j, (_, m) in enumerate(axes):
+            if j != i and isinstance(src[j], Split):
+                local /= m
+        total += boxing.cost(src[i], dst[i], local, n)
+    return Boxing(producer, consumer, tuple(src), tuple(dst), tuple(kinds), total, phase)
+
+
+# The backward pass -------------------------------------------------------
+def _grad_of_input(sig, i):
+    """SBP of the gradient an op with signature ``sig`` returns for input ``i`` (one axis).
+
+    A split input gets a split gradient; a partial-sum input needs the whole
+    upstream gradient, so it gets a broadcast one; a broadcast input used to
+    compute split or partial outputs gets a partial sum (each device saw a part).
+    """
+    want = sig.inputs[i]
+    if isinstance(want, Split):
+        return want
+    if want == partial_sum:
+        return broadcast
+    return partial_sum if any(s != broadcast for s in sig.outputs) else broadcast
+
+
+def _grad_form(sbp):
+    """SBP in which a Blob of SBP ``sbp`` expects its gradient: split stays split, otherwise whole."""
+    return sbp if isinstance(sbp, Split) else broadcast
+
+
+def _backward(p, nodes, loss, trainable, fed):
+    ids = {id(v) for v in trainable}
+    needs = set()                       # Blobs that carry a gradient: after a trainable variable, before the loss
+    for node in nodes:
+        if node.op.name == "variable":
+            if id(node.attrs["variable"]) in ids:
+                needs.update(node.outputs)
+        elif any(x in needs for x in node.inputs):
+            needs.update(node.outputs)
+    upstream, frontier = {loss}, [loss]
+    while frontier:
+        blob = frontier.pop()
+        for x in blob.node.inputs:
+            if x not in upstream:
+                upstream.add(x)
+                frontier.append(x)
+    needs &= upstream
+    arriving = {}                       # Blob -> {nd gradient SBP: [consumer names]}
+    for node in nodes:
+        sigs = p.signatures.get(node)
+        for i, x in enumerate(node.inputs):
+            if sigs is None or x not in needs or not x.dtype.is_floating:
+                continue
+            grad = tuple(_grad_of_input(sig, i) for sig in sigs)
+            arriving.setdefault(x, {}).setdefault(grad, []).append(node.name)
+    out = []
+    for x, forms in arriving.items():
+        want = tuple(_grad_form(s) for s in p.sbp[x])
+        var = x.node.attrs["variable"].path if x.node.op.name == "variable" else None
+        for grad, consumers in forms.items():
+            if grad != want:
+                out.append(_boxing(f"grad of {', '.join(consumers)}", f"{var} (optimizer)" if var else _label(x.node),
+                                   grad, want, fed(x.shape), x.dtype, p.axes, phase="backward"))
+    return out

@@ -1,10 +1,16 @@
 """SBP propagation: for each mesh axis pick the op signature with the lowest Boxing cost.
 
 Used while a graph is built (so ``blob.sbp`` prints) and by the planner.
+Axes are decided one after another; a tensor dim split over one mesh axis
+is not split again over another (DTensor gives each tensor dim one mesh axis).
 """
 from .. import config
-from ..sbp import Split, broadcast
+from ..errors import SBPError
+from ..framework.op_def import Signature
+from ..sbp import Split, broadcast, format_nd
 from . import boxing
+
+LATENCY_BYTES = 4096.0   # what starting one collective costs, in bytes: fewer collectives win ties
 
 
 def mesh_axes():
@@ -23,20 +29,88 @@ def _divides(sbp, shape, n):
     return d is None or d % n == 0
 
 
-def choose(node, specs, axis_index, n):
-    """The cheapest legal signature of ``node`` on one mesh axis of ``n`` devices, and its cost."""
+def _dims(sbps):
+    return {s.axis for s in sbps if isinstance(s, Split)}
+
+
+def legal(sig, node, specs, n, taken=None):
+    """Whether ``sig`` fits the shapes on an axis of ``n`` devices and splits no dim an earlier axis split."""
+    taken_in, taken_out = taken or ([set()] * len(node.inputs), [set()] * len(specs))
+    for s, x, used in zip(sig.inputs, node.inputs, taken_in):
+        if not _divides(s, x.shape, n) or (isinstance(s, Split) and s.axis in used):
+            return False
+    for s, (shape, _), used in zip(sig.outputs, specs, taken_out):
+        if not _divides(s, shape, n) or (isinstance(s, Split) and s.axis in used):
+            return False
+    return True
+
+
+def _cost(src, dst, size, n):
+    """Planner cost of one Boxing: its bytes, plus a fixed latency for each real collective."""
+    kind = boxing.collective(src, dst)
+    latency = LATENCY_BYTES if kind is not None and kind not in boxing.LOCAL and n > 1 else 0.0
+    return boxing.cost(src, dst, size, n) + latency
+
+
+def choose(node, specs, axis_index, n, taken=None, out_wants=None):
+    """The cheapest legal signature of ``node`` on one mesh axis of ``n`` devices, and its cost.
+
+    The cost is the Boxing of the inputs to the signature and, when ``out_wants`` gives what each output's
+    consumers want (nd-SBPs), the Boxing of the outputs to those.
+    """
     in_sbps = [x.sbp[axis_index] for x in node.inputs]
     best, best_cost = None, boxing.INFEASIBLE
     for sig in node.op.signatures(node.inputs, node.attrs):
-        if not all(_divides(s, x.shape, n) for s, x in zip(sig.inputs, node.inputs)):
+        if not legal(sig, node, specs, n, taken):
             continue
-        if not all(_divides(s, shape, n) for s, (shape, _) in zip(sig.outputs, specs)):
-            continue
-        c = sum(boxing.cost(cur, want, boxing.nbytes(x.shape, x.dtype), n)
+        c = sum(_cost(cur, want, boxing.nbytes(x.shape, x.dtype), n)
                 for cur, want, x in zip(in_sbps, sig.inputs, node.inputs))
+        for out, (shape, dtype), wants in zip(sig.outputs, specs, out_wants or ()):
+            c += sum(_cost(out, w[axis_index], boxing.nbytes(shape, dtype), n) for w in wants)
         if c < best_cost:
             best, best_cost = sig, c
     return best, best_cost
+
+
+def signatures(node, specs, axes, out_wants=None):
+    """One Signature per mesh axis for ``node``: forced, a constraint's own, or the cheapest.
+
+    ``node.inputs`` carry ``.shape``, ``.dtype``, ``.ndim`` and ``.sbp`` (nd-SBP); ``out_wants`` see choose.
+    """
+    forced = node.attrs.get("signature")
+    if forced is not None and len(forced) != len(axes):
+        raise SBPError(f"op {_name(node)}: forced signature expected {len(axes)} entries, one per mesh axis "
+                       f"{[a for a, _ in axes]}, received {forced!r}")
+    taken = ([set() for _ in node.inputs], [set() for _ in specs])
+    chosen = []
+    for i, (axis, n) in enumerate(axes):
+        if node.op.name == "sbp_constraint":
+            sig = Signature((node.attrs["sbp"][i],), (node.attrs["sbp"][i],))
+        elif forced is not None:
+            sig = forced[i]
+            options = node.op.signatures(node.inputs, node.attrs)
+            if sig not in options or not legal(sig, node, specs, n, taken):
+                raise SBPError(f"op {_name(node)}: forced signature {sig!r} on mesh axis {axis!r} ({n} devices) "
+                               f"expected one of the legal signatures {[s for s in options if legal(s, node, specs, n, taken)]}")
+        else:
+            sig, _ = choose(node, specs, i, n, taken, out_wants)
+            sig = sig or Signature((broadcast,) * len(node.inputs), (broadcast,) * len(specs))
+        for used, s in zip(taken[0] + taken[1], sig.inputs + sig.outputs):
+            used |= _dims([s])
+        chosen.append(sig)
+    return chosen
+
+
+def _name(node):
+    return repr(getattr(node, "name", node.op.name))
+
+
+def output_sbps(sigs, n_outputs):
+    return [tuple(sig.outputs[k] for sig in sigs) for k in range(n_outputs)]
+
+
+def input_sbps(sigs, n_inputs):
+    return [tuple(sig.inputs[k] for sig in sigs) for k in range(n_inputs)]
 
 
 def infer_sbp(node, specs):
@@ -44,10 +118,14 @@ def infer_sbp(node, specs):
     axes = mesh_axes()
     if axes is None or any(x.sbp is None for x in node.inputs):
         return [None] * len(specs)
-    if "sbp" in node.attrs:               # sources (placeholders, variables) and constraints state theirs
+    if "sbp" in node.attrs and node.op.name != "sbp_constraint":   # sources state theirs
         return [node.attrs["sbp"]] * len(specs)
-    per_axis = []
-    for i, (_, n) in enumerate(axes):
-        sig, _ = choose(node, specs, i, n)
-        per_axis.append(sig.outputs if sig else (broadcast,) * len(specs))
-    return [tuple(outs[k] for outs in per_axis) for k in range(len(specs))]
+    return output_sbps(signatures(node, specs, axes), len(specs))
+
+
+def check_nd(nd_sbp, shape, what):
+    """An nd-SBP may split each tensor dim over at most one mesh axis."""
+    dims = [s.axis for s in nd_sbp if isinstance(s, Split)]
+    if len(set(dims)) != len(dims):
+        raise SBPError(f"{what}: expected each tensor dim split over at most one mesh axis, received "
+                       f"{format_nd(nd_sbp)} for shape {shape}")

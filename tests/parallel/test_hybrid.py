@@ -1,0 +1,137 @@
+"""Model and hybrid parallelism: layout rules split weights, the planner boxes activations, results
+stay those of one device.
+
+- Megatron's MLP on a 2x2 ``data x model`` mesh: first kernel column-split, second row-split; one
+  all-reduce per layer pair, each device holding half of each split kernel (read from the engine).
+- neon's LeNet: data-parallel convolutions, model-parallel dense head, on the same two devices.
+- Layout-rule mistakes are named at build time, before any step runs.
+"""
+import numpy as np
+import pytest
+
+import flowlayers as flow
+from flowlayers.errors import SBPError
+
+STEPS, BATCH = 6, 32
+
+
+def use(view, n, **mesh):
+    flow.config.set_view(view)
+    flow.config.gpu_device_num(n)
+    flow.config.set_mesh(**mesh)
+
+
+def data(shape, classes=10, n=STEPS * BATCH):
+    rng = np.random.default_rng(1)
+    return rng.normal(size=(n,) + shape).astype(np.float32), rng.integers(0, classes, n)
+
+
+def compiled(model):
+    model.compile(optimizer=flow.optimizers.Adam(0.01),
+                  loss=flow.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def mlp():
+    flow.clear_session()
+    x = flow.Input((16,))
+    h = flow.layers.Dense(32, activation="relu", name="hidden")(x)
+    return compiled(flow.Model(x, flow.layers.Dense(10, name="out")(h)))
+
+
+MEGATRON = {"^hidden/kernel$": (None, "model"), "^hidden/bias$": ("model",), "^out/kernel$": ("model", None)}
+
+
+def fit(model, xy):
+    model.fit(*xy, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
+    return model.get_weights()
+
+
+def max_diff(a, b):
+    return max(float(np.abs(x - y).max()) for x, y in zip(a, b))
+
+
+def test_megatron_mlp_on_2x2_mesh_matches_one_device():
+    xy = data((16,))
+    use("mirrored", 1)
+    reference = fit(mlp(), xy)
+
+    use("consistent", 4, data=2, model=2)
+    flow.config.set_layout_rules(MEGATRON)
+    model = mlp()
+    assert max_diff(fit(model, xy), reference) < 1e-5
+
+    plan = model.parallel_plan(batch_size=BATCH)
+    model_axis = [b for b in plan.boxing if any(axis == "model" for axis, _ in b.collectives)]
+    assert [(b.producer, b.consumer, b.collectives) for b in model_axis] == [
+        ("out/matmul", "out/bias_add", (("model", "all-reduce"),))], str(plan)
+    # data parallel over "data": every gradient is all-reduced there, nothing else moves
+    assert all(b.phase == "backward" and b.collectives == (("data", "all-reduce"),)
+               for b in plan.boxing if b not in model_axis), str(plan)
+    for path, half in [("hidden/kernel", (16, 16)), ("hidden/bias", (16,)), ("out/kernel", (16, 10)),
+                       ("adam/hidden/kernel/m", (16, 16)), ("adam/out/kernel/v", (16, 10))]:
+        assert plan.variables[path].shard_shapes == (half,) * 4, path
+    assert plan.variables["out/bias"].shard_shape == (10,)
+    assert plan.bytes_per_device < 0.52 * plan.logical_bytes
+
+
+def lenet():
+    flow.clear_session()
+    x = flow.Input((1, 8, 8))
+    h = flow.layers.Conv2D(8, 3, padding="same", activation="relu", data_format="channels_first")(x)
+    h = flow.layers.MaxPool2D(2, data_format="channels_first")(h)
+    h = flow.layers.Conv2D(8, 3, padding="same", activation="relu", data_format="channels_first")(h)
+    h = flow.layers.Flatten()(h)
+    h = flow.layers.Dense(32, activation="relu")(h)
+    return compiled(flow.Model(x, flow.layers.Dense(10)(h)))
+
+
+NEON = {"^dense/kernel$": (None, "data"), "^dense/bias$": ("data",), "^dense_1/kernel$": ("data", None)}
+
+
+def test_neon_lenet_data_parallel_convs_model_parallel_head():
+    (x, y), _ = flow.data.load_digits()
+    xy = (x[:STEPS * BATCH], y[:STEPS * BATCH])
+    use("mirrored", 1)
+    reference = fit(lenet(), xy)
+
+    use("consistent", 2)
+    flow.config.set_layout_rules(NEON)
+    model = lenet()
+    assert max_diff(fit(model, xy), reference) < 1e-5
+
+    plan = model.parallel_plan(batch_size=BATCH)
+    assert plan.variables["dense/kernel"].shard_shapes == ((128, 16),) * 2
+    assert plan.variables["dense_1/kernel"].shard_shapes == ((16, 10),) * 2
+    assert plan.variables["conv2d/kernel"].shard_shapes == ((3, 3, 1, 8),) * 2
+    # the batch is split for the convolutions and gathered for the split head (neon's switch)
+    forward = [b for b in plan.boxing if b.phase == "forward"]
+    assert any(c == ("data", "all-gather") for b in forward for c in b.collectives), str(plan)
+
+
+RULE_MISTAKES = {
+    "matches nothing": ({"^hiden/kernel$": (None, "model")}, ["'^hiden/kernel$'", "hidden/kernel"]),
+    "unknown axis": ({"^hidden/kernel$": (None, "modle")}, ["'modle'", "hidden/kernel", "['data', 'model']"]),
+    "axis twice": ({"^hidden/kernel$": ("model", "model")}, ["'model'", "hidden/kernel", "two dims"]),
+    "does not divide": ({"^out/kernel$": (None, "model")}, ["out/kernel", "size 10", "size 4"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RULE_MISTAKES))
+def test_layout_rule_mistakes_are_named_before_any_step(case):
+    rules, named = RULE_MISTAKES[case]
+    mesh = {"data": 1, "model": 4} if case == "does not divide" else {"data": 2, "model": 2}
+    use("consistent", 4, **mesh)
+    xy = data((16,))
+    flow.config.set_layout_rules(rules)
+    with pytest.raises(SBPError) as info:
+        model = mlp()
+        model.fit(*xy, batch_size=BATCH, epochs=1, verbose=0)
+    for text in named:
+        assert text in str(info.value), str(info.value)
+    flow.config.set_layout_rules({})
+    model = mlp()
+    assert model.optimizer.iterations == 0
+    weights = fit(model, xy)
+    use("mirrored", 1)
+    assert max_diff(weights, fit(mlp(), xy)) < 1e-5
