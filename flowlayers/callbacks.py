@@ -3,9 +3,7 @@
 Any object with Keras' hook methods works — ``keras.callbacks.EarlyStopping``,
 ``CSVLogger``, ``ModelCheckpoint``, ``TensorBoard`` and your own.
 """
-import glob
 import os
-import shutil
 import sys
 import time
 
@@ -127,8 +125,7 @@ class BackupAndRestore(Callback):
 
     def on_train_end(self, logs=None):
         if self.delete_checkpoint:
-            for path in [self._path, self._path + ".old"] + glob.glob(os.path.join(self.backup_dir, ".tmp-latest-*")):
-                shutil.rmtree(path, ignore_errors=True)
+            checkpoint.remove(self._path)
             if os.path.isdir(self.backup_dir) and not os.listdir(self.backup_dir):
                 os.rmdir(self.backup_dir)
 

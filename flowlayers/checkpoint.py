@@ -39,9 +39,9 @@ def save(directory, variables, state=None):
     directory = os.path.abspath(os.fspath(directory))
     parent, name = os.path.split(directory)
     os.makedirs(parent, exist_ok=True)
-    for stale in glob.glob(os.path.join(parent, f".tmp-{glob.escape(name)}-*")):   # left by a killed save
+    for stale in _tmp_dirs(parent, name):   # left by a killed save
         shutil.rmtree(stale, ignore_errors=True)
-    tmp = tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=parent)
+    tmp = tempfile.mkdtemp(prefix=tmp_prefix(name), dir=parent)
     try:
         entries = {}
         for i, (key, var) in enumerate(variables.items()):
@@ -71,6 +71,23 @@ def save(directory, variables, state=None):
         raise
 
 
+def tmp_prefix(name):
+    """Where a save of checkpoint ``name`` writes before its swap: ``.<name>.tmp-XXXX`` beside it."""
+    return f".{name}.tmp-"
+
+
+def _tmp_dirs(parent, name):
+    return glob.glob(os.path.join(glob.escape(parent), glob.escape(tmp_prefix(name)) + "*"))
+
+
+def remove(directory):
+    """Delete a checkpoint with what a killed save may have left beside it."""
+    directory = os.path.abspath(os.fspath(directory))
+    parent, name = os.path.split(directory)
+    for path in [directory, directory + ".old"] + _tmp_dirs(parent, name):
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def exists(directory):
     directory = os.fspath(directory)
     return any(os.path.exists(os.path.join(d, MANIFEST)) for d in (directory, directory + ".old"))
@@ -97,10 +114,7 @@ class Reader:
             raise CheckpointError(f"checkpoint {directory!r} is damaged: file {path} expected a manifest with "
                                   f"'variables', received {type(manifest).__name__}")
         self.entries = manifest["variables"]
-        self.state = manifest.get("state", manifest.get("extra", {}))
-
-    def __contains__(self, key):
-        return key in self.entries
+        self.state = manifest.get("state", {})
 
     def verify(self, variables):
         """Every key present with the variable's shape and dtype kind, every file whole; reads no array."""
@@ -133,13 +147,6 @@ class Reader:
         self.verify(variables)
         for key, var in variables.items():
             var.assign(self.array(key))
-
-
-def load(directory, variables):
-    """Restore ``variables`` (key -> Variable) from ``directory``; returns the checkpoint's state."""
-    reader = Reader(directory)
-    reader.restore(variables)
-    return reader.state
 
 
 # Training state ----------------------------------------------------------
@@ -198,8 +205,8 @@ def _matching(saved_all, directory, owner, optimizer):
 
 
 class DeferredOptimizerState:
-    """Optimizer state read for a model that has no optimizer yet, restored into the first one that
-    matches once it exists (Keras defers slot restoration the same way)."""
+    """Optimizer state read for a model that has no optimizer yet, held in host memory and restored into
+    the first optimizer it gets if that one matches (Keras defers slot restoration the same way)."""
 
     def __init__(self, reader, trainable):
         self.directory, self.saved, self.arrays = reader.directory, {}, {}

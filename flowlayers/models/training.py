@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import callbacks as callbacks_mod, config, losses, metrics as metrics_mod
 from ..errors import CheckpointError, InputError
+from ..inputs import check_range, index_ranges
 from . import data_adapter as da
 
 
@@ -18,6 +19,8 @@ def _prepare(model, x, y, what, with_labels=True):
     if with_labels and y is None:
         raise InputError(f"{what}: expected labels y for the loss, received None")
     xs, y = da.check_arrays(model.inputs, xs, y if with_labels else None, what, label_spec)
+    for i, node, size, kind in index_ranges(model._nodes, model.inputs):   # e.g. Embedding ids
+        check_range(xs[i], node, size, kind, f"{what}: input {model.inputs[i].name!r}")
     if with_labels:
         _check_label_range(model, y, what)
     return xs, y
@@ -141,14 +144,14 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
         steps = None
     if steps_per_epoch is not None:
         steps = min(steps, steps_per_epoch) if steps else steps_per_epoch
-    executable = model._executable("train")
     model._optimizers()       # an optimizer state loaded before compile lands now
     history = callbacks_mod.History()
     cbs = _callback_list(model, callbacks, verbose, {"epochs": epochs, "steps": steps, "verbose": verbose}, history)
     model.history, model.stop_training = history, False
     state = model._fit_state = FitState(_metrics(model), steps, batch_size)
     try:
-        cbs.on_train_begin({})
+        cbs.on_train_begin({})    # BackupAndRestore restores (or refuses a backup) before the step is built
+        executable = model._executable("train")
         resume = state.resume_at or {"epoch": initial_epoch, "batch": 0, "metrics": []}
         for epoch in range(resume["epoch"], epochs):
             resumed = epoch == resume["epoch"]

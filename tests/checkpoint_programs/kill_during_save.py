@@ -41,7 +41,7 @@ def kill_while_writing_second_file(save=np.save):
 
 def kill_between_renames(rename=os.rename):
     def rename_or_kill(src, dst):
-        if os.path.basename(src).startswith(".tmp-"):     # the old checkpoint is already at <dir>.old
+        if ".tmp-" in os.path.basename(src):     # the old checkpoint is already at <dir>.old
             os.kill(os.getpid(), signal.SIGKILL)
         rename(src, dst)
     os.rename = rename_or_kill
