@@ -56,6 +56,30 @@ def test_job_functions(tmp_path):
     assert "predictions unchanged after the refused call: True" in out
 
 
+def test_model_parallelism(tmp_path):
+    out = run_tutorial("04_model_parallelism.py", "--out", str(tmp_path), cwd=tmp_path, devices=4)
+    assert "Parallel plan (consistent view, mesh data=2, model=2" in out          # str(plan) is a table
+    assert "hidden/kernel: logical (256, 128), sbp (B, S(1)), each device holds (256, 64)" in out
+    assert "logits/kernel: logical (128, 10), sbp (B, S(0)), each device holds (64, 10)" in out
+    assert "forward all-reduces over 'model': 1 " in out                      # one per Megatron pair
+    assert number_after("max |w - w(1 device)|", out) < 1e-5
+    assert (tmp_path / "04_parallel_plan.png").stat().st_size > 10_000
+    held = {m: int(n.replace(",", "")) for m, n in re.findall(r"^(data=\S+(?: x model=\d)?)\s+\w+\s+([0-9,]+)", out, re.M)}
+    assert held["data=2 x model=2"] < held["data=4"] and held["data=1 x model=4"] < held["data=2 x model=2"], held
+
+
+def test_checkpoints(tmp_path):
+    out = run_tutorial("05_checkpoints.py", "--workdir", str(tmp_path / "work"), cwd=tmp_path, devices=4)
+    assert "each device holds (64, 32) of hidden/kernel (64, 64)" in out
+    assert out.count("weights bit-identical True") == 2
+    assert "variable 'hidden/kernel' expected shape (64, 64), received (64, 32)" in out
+    assert "is damaged: file" in out and "00000.npy" in out
+    assert "weights unchanged after both: True" in out
+    assert "killed by SIGKILL" in out and "job: starting at step 6" in out      # resumed at the last backup
+    assert number_after("resumed run vs uninterrupted run: max |w diff|", out) < 1e-6
+    assert "backup removed after success: True" in out
+
+
 def test_custom_layer_and_op(tmp_path):
     out = run_tutorial("06_custom_layer_and_op.py", "--devices", "2", cwd=tmp_path)
     assert "x split by columns: sbp (S(1),) -> l2_normalize: sbp (S(0),)" in out
