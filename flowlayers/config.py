@@ -5,8 +5,12 @@
     flow.config.set_mesh(data=2, model=2)      # consistent view only
     flow.config.set_backend("tensorflow")      # or env FLOWLAYERS_BACKEND
 
-Settings are validated when given; those that depend on the engine (how
-many devices exist) are validated when the backend starts.
+Settings are validated when given, and a rejected one changes nothing.  How
+many devices exist is known once the engine has started: from then on a
+device count or mesh it cannot give is rejected when set; before, when the
+first model or job function starts the engine (see the backend's devices).
+A mesh whose size differs from the device count is rejected where it is used,
+as the two may be set in either order.
 """
 import os
 import re
@@ -32,7 +36,10 @@ def _positive_int(value, what):
 
 def gpu_device_num(n):
     """Use ``n`` devices of this host: GPUs where present, else ``n`` logical CPU devices."""
-    _state["device_num"] = _positive_int(n, "flow.config.gpu_device_num(n)")
+    from . import engine
+
+    engine.check_device_count(_positive_int(n, "flow.config.gpu_device_num(n)"), f"flow.config.gpu_device_num({n})")
+    _state["device_num"] = n
 
 
 def cpu_device_num(n):
@@ -61,22 +68,34 @@ def view():
 
 def set_mesh(**axes):
     """Named mesh axes for the consistent view, e.g. ``set_mesh(data=2, model=2)``; ``set_mesh()`` resets."""
+    from . import engine
+
     for name, size in axes.items():
         _positive_int(size, f"flow.config.set_mesh({name}=...)")
+    if axes:
+        engine.check_device_count(_product(axes), f"flow.config.set_mesh({_describe_mesh(axes)})")
     _state["mesh"] = dict(axes) or None
+
+
+def _product(mesh):
+    total = 1
+    for size in mesh.values():
+        total *= size
+    return total
+
+
+def _describe_mesh(mesh):
+    return ", ".join(f"{k}={v}" for k, v in mesh.items())
 
 
 def mesh_shape():
     """``{axis: size}`` in force: the one from ``set_mesh`` or ``{"data": device_num()}``."""
     mesh = _state["mesh"] or {"data": device_num()}
-    total = 1
-    for size in mesh.values():
-        total *= size
-    if total != device_num():
+    if _product(mesh) != device_num():
         raise ConfigError(
-            f"flow.config.set_mesh({', '.join(f'{k}={v}' for k, v in mesh.items())}): the mesh holds {total} devices "
-            f"but flow.config.gpu_device_num is {device_num()}; expected the product of the axis sizes to equal "
-            f"the device count")
+            f"flow.config.set_mesh({_describe_mesh(mesh)}): expected the product of the axis sizes to equal the "
+            f"device count {device_num()} (flow.config.gpu_device_num), received a mesh of {_product(mesh)} "
+            f"device(s); set a mesh of {device_num()} devices, or set_mesh() for one 'data' axis over all of them")
     return dict(mesh)
 
 
@@ -100,9 +119,10 @@ def layout_rules():
 
 
 def set_backend(name):
-    if not isinstance(name, str):
-        raise ConfigError(f"flow.config.set_backend(name): expected a backend name string, received {name!r}")
-    _state["backend"] = name
+    """The engine that runs models: one of the installed backends (entry-point group ``flowlayers.backends``)."""
+    from . import engine
+
+    _state["backend"] = engine.check_name(name, f"flow.config.set_backend({name!r})")
 
 
 def backend_name():

@@ -1,7 +1,9 @@
 """Finding and starting backends.  The front end meets an engine only here.
 
 Backends register under the entry-point group ``flowlayers.backends``; the
-entry point names a class with ``runtime(view, device_num, mesh)``.
+entry point names a class with ``views`` (the views it runs),
+``runtime(view, device_num, mesh)`` and ``check_device_count(n, what)`` (raise
+ConfigError if ``n`` devices cannot be had in this process; never starts the engine).
 """
 from importlib import metadata
 
@@ -13,20 +15,44 @@ _backends = {}
 _runtimes = {}
 
 
+def _entry_points():
+    return {ep.name: ep for ep in metadata.entry_points(group=GROUP)}
+
+
 def available():
     """Names of the installed backends."""
-    return sorted(ep.name for ep in metadata.entry_points(group=GROUP))
+    return sorted(_entry_points())
+
+
+def check_name(name, what):
+    """``name`` if a backend of that name is installed, else a ConfigError listing those that are."""
+    installed = available()
+    if name not in installed:
+        raise ConfigError(f"{what}: expected one of the installed backends {installed}, received {name!r}"
+                          + ("" if installed else "; install one, e.g. pip install 'flowlayers[tensorflow-cpu]'"))
+    return name
 
 
 def backend(name=None):
+    """The backend ``name`` (default: the one configured), loaded once."""
     name = name or config.backend_name()
     if name not in _backends:
-        eps = {ep.name: ep for ep in metadata.entry_points(group=GROUP)}
-        if name not in eps:
-            raise ConfigError(f"backend: expected one of the installed backends {sorted(eps)}, received {name!r} "
-                              f"(flow.config.set_backend or FLOWLAYERS_BACKEND)")
-        _backends[name] = eps[name].load()()
+        ep = _entry_points().get(check_name(name, "backend (flow.config.set_backend or $FLOWLAYERS_BACKEND)"))
+        try:
+            cls = ep.load()
+        except ImportError as e:
+            raise ConfigError(f"backend {name!r}: expected its engine to be importable, received {e!r}; install "
+                              f"it, e.g. pip install 'flowlayers[tensorflow-cpu]'") from e
+        _backends[name] = cls()
     return _backends[name]
+
+
+def check_device_count(n, what):
+    """Raise now if the loaded backend knows ``n`` devices cannot be had; before it loads, the check waits
+    for the first runtime (any count may still be possible then)."""
+    loaded = _backends.get(config.backend_name())
+    if loaded is not None:
+        loaded.check_device_count(n, what)
 
 
 def runtime(view=None):
@@ -35,5 +61,9 @@ def runtime(view=None):
     mesh = tuple(config.mesh_shape().items()) if view == "consistent" else None
     key = (config.backend_name(), view, config.device_num(), mesh)
     if key not in _runtimes:
-        _runtimes[key] = backend().runtime(view, config.device_num(), mesh)
+        engine = backend()
+        if view not in engine.views:
+            raise ConfigError(f"view {view!r}: backend {key[0]!r} runs the views {list(engine.views)}, received "
+                              f"{view!r}; choose one of those or another backend")
+        _runtimes[key] = engine.runtime(view, config.device_num(), mesh)
     return _runtimes[key]

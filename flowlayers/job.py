@@ -12,9 +12,10 @@ import typing
 import numpy as np
 
 from . import config, dtypes, engine, scope
-from .errors import DTypeError, GraphError, InputError, describe_shape
+from .errors import ConfigError, DTypeError, GraphError, InputError, describe_shape
 from .framework.blob import Blob
 from .framework.program import Program
+from .inputs import check_range, index_ranges
 from .layers import base as layer_base
 from .ops import source
 from .typing import ListNumpy, Numpy, _Placeholder
@@ -79,7 +80,7 @@ class JobFunction:
         self.fn, self.job_type, self.config = fn, job_type, cfg
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
-        self._compiled = None   # (key, program, executable, return structure)
+        self._compiled = None   # (runtime, program, executable, return structure, index ranges of inputs)
         sig = inspect.signature(fn)
         hints = typing.get_type_hints(fn) if not _has_string_annotations(fn) else {}
         self.params = []
@@ -99,7 +100,10 @@ class JobFunction:
     def build(self):
         """Build the graph and compile it for the runtime in force (also done by the first call)."""
         view = self.view
-        runtime = engine.runtime(view)
+        try:
+            runtime = engine.runtime(view)
+        except ConfigError as e:
+            raise ConfigError(f"job function {self.__name__!r}: {e}") from None
         if self._compiled and self._compiled[0] is runtime:
             return self._compiled
         with scope.View(view), dtypes.default_float(self.config.data_type if self.config else dtypes.float32):
@@ -118,7 +122,8 @@ class JobFunction:
                              f"flow.optimizer.<Optimizer>(...).minimize(loss)")
         program = Program(inputs, outputs, modes, phase="train" if self.job_type == "train" else "predict",
                           loss=build.loss, optimizer=build.rule, name=self.__name__)
-        self._compiled = (runtime, program, runtime.compile(program), structure)
+        ranges = index_ranges(program.nodes, inputs)
+        self._compiled = (runtime, program, runtime.compile(program), structure, ranges)
         return self._compiled
 
     def _placeholder(self, name, ph, view):
@@ -130,12 +135,15 @@ class JobFunction:
         return source.placeholder(ph.shape, ph.dtype, name, kind=ph.kind)
 
     def __call__(self, *args):
-        runtime, program, executable, structure = self.build()
         if len(args) != len(self.params):
             raise InputError(f"job function {self.__name__!r}: expected {len(self.params)} argument(s) "
                              f"{[n for n, _ in self.params]}, received {len(args)}")
+        runtime, program, executable, structure, ranges = self.build()
         feeds = [_check_feed(self.__name__, name, ph, arg, runtime.num_replicas)
                  for (name, ph), arg in zip(self.params, args)]
+        for i, node, size, what in ranges:
+            check_range(feeds[i], node, size, what, f"job function {self.__name__!r}: placeholder "
+                                                    f"{self.params[i][0]!r}")
         rule = program.optimizer
         step_args = {}
         if rule is not None:
@@ -190,7 +198,10 @@ def _check_array(job, name, ph, value):
     if not isinstance(value, np.ndarray):
         raise InputError(f"job function {job!r}: placeholder {name!r} expected a numpy array of shape "
                          f"{describe_shape(ph.shape)}, received {type(value).__name__}")
-    if value.shape != ph.shape:
+    if value.ndim != len(ph.shape):
+        raise InputError(f"job function {job!r}: placeholder {name!r} expected rank {len(ph.shape)}, shape "
+                         f"{describe_shape(ph.shape)}, received rank {value.ndim}, shape {describe_shape(value.shape)}")
+    if any(d is not None and d != v for d, v in zip(ph.shape, value.shape)):
         raise InputError(f"job function {job!r}: placeholder {name!r} expected shape {describe_shape(ph.shape)}, "
                          f"received {describe_shape(value.shape)}")
     if value.dtype != ph.dtype.numpy:

@@ -52,9 +52,7 @@ def as_view_name(view, what="view"):
         return view.name
     if isinstance(view, str) and view in VIEWS:
         return view
-    raise ConfigError(
-        f"{what}: expected 'consistent' or 'mirrored' (or flow.scope.consistent_view() / mirrored_view()), "
-        f"received {view!r}")
+    raise ConfigError(f"{what}: expected one of {list(VIEWS)} (or flow.scope.<name>_view()), received {view!r}")
 
 
 def scoped_view():

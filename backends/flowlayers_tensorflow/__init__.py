@@ -18,3 +18,9 @@ class Backend:
         from .runtime import StrategyRuntime
 
         return StrategyRuntime(view, device_num)
+
+    def check_device_count(self, n, what):
+        """Raise ConfigError naming ``what`` if ``n`` devices cannot be had in this process (see devices.py)."""
+        from . import devices
+
+        devices.check(n, what)

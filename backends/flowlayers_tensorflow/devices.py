@@ -1,8 +1,12 @@
 """Devices: GPUs where present, else N logical CPU devices configured before TF initialises.
 
-TF can split its CPU into logical devices only once per process, so the first
-runtime configures ``max(n, $FLOWLAYERS_CPU_DEVICES)`` of them; later runtimes
-use a prefix (a 4-device process serves 1-, 2- and 4-device runtimes).
+Which devices exist: on a GPU host, its GPUs.  On a CPU host flowlayers splits
+the CPU into logical devices when it first starts TensorFlow, making
+``max(n, $FLOWLAYERS_CPU_DEVICES)`` of them; until then any count can still be
+made.  TF cannot add logical devices once it has started, so from then on only
+those exist (a 4-device process serves 1-, 2- and 4-device runtimes from a
+prefix).  Where other code started TF before flowlayers, TF's own logical CPU
+devices (usually one) are all there is.
 """
 import os
 
@@ -12,32 +16,46 @@ import tensorflow as tf  # noqa: E402
 
 from flowlayers.errors import ConfigError  # noqa: E402
 
-_configured = {"cpu": None}
+_cpu = {"count": None, "by": None}   # logical CPU devices once TF started, and who started it
 
 
 def devices(n):
     """Names of the first ``n`` devices of this host (``/device:GPU:i`` or ``/device:CPU:i``)."""
     gpus = tf.config.list_physical_devices("GPU")
+    if not gpus and _cpu["count"] is None:
+        _start_cpu(max(n, int(os.environ.get("FLOWLAYERS_CPU_DEVICES", "1") or 1)))
+    check(n, f"flow.config.gpu_device_num({n})")
+    return [f"/device:{'GPU' if gpus else 'CPU'}:{i}" for i in range(n)]
+
+
+def _start_cpu(want):
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * want)
+        _cpu["by"] = "flowlayers"
+    except RuntimeError:
+        _cpu["by"] = "other code"   # TF already started (the user touched TF first): use what it has
+    _cpu["count"] = len(tf.config.list_logical_devices("CPU"))
+
+
+def check(n, what):
+    """Raise ConfigError naming ``what`` if this process cannot give ``n`` devices; never starts TF."""
+    gpus = tf.config.list_physical_devices("GPU")
+    have = len(gpus) or _cpu["count"]
+    if have is None or n <= have:
+        return
     if gpus:
-        if n > len(gpus):
-            raise ConfigError(f"flow.config.gpu_device_num({n}): expected at most the {len(gpus)} GPU(s) of this "
-                              f"host, received {n}")
-        return [f"/device:GPU:{i}" for i in range(n)]
-    want = max(n, int(os.environ.get("FLOWLAYERS_CPU_DEVICES", "1") or 1))
-    if _configured["cpu"] is None:
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        try:
-            tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * want)
-        except RuntimeError:
-            pass  # TF already started (the user touched TF first): use what it has
-        _configured["cpu"] = len(tf.config.list_logical_devices("CPU"))
-    have = _configured["cpu"]
-    if n > have:
-        raise ConfigError(
-            f"flow.config.gpu_device_num({n}): this process already started TensorFlow with {have} logical CPU "
-            f"device(s); expected at most {have}. Set the device count (or FLOWLAYERS_CPU_DEVICES={n}) before the "
-            f"first model runs, or run in a new process")
-    return [f"/device:CPU:{i}" for i in range(n)]
+        why, fix = f"this host has {have} GPU(s)", f"use at most {have}"
+    elif _cpu["by"] == "flowlayers":
+        why = (f"this process started TensorFlow with {have} logical CPU device(s), and TensorFlow cannot add "
+               f"logical devices after it starts")
+        fix = (f"use at most {have}, or in a new process set FLOWLAYERS_CPU_DEVICES={n} (or call "
+               f"flow.config.gpu_device_num({n})) before the first model runs")
+    else:
+        why = (f"TensorFlow was started by code that ran before flowlayers could configure devices, with {have} "
+               f"logical CPU device(s), and it cannot add logical devices after it starts")
+        fix = f"call flow.config.gpu_device_num({n}) before any TensorFlow code runs, or use at most {have}"
+    raise ConfigError(f"{what}: expected at most {have} devices, received {n}: {why}; {fix}")
 
 
 def is_gpu(device):

@@ -7,8 +7,10 @@
         def call(self, x):
             return x * self.read(self.w)
 """
+import functools
+
 from .. import dtypes
-from ..errors import LayerError, ShapeError, describe_shape
+from ..errors import FlowLayersError, LayerError, ShapeError, describe_shape
 from ..framework import graph, naming
 from ..framework.blob import Blob
 from ..framework.variable import Variable, store
@@ -27,16 +29,21 @@ class Layer:
             raise LayerError(f"{type(self).__name__}: unexpected keyword argument(s) {sorted(kwargs)}")
         if name is not None and (not isinstance(name, str) or not name or "/" in name):
             raise LayerError(f"{type(self).__name__}: name expected a non-empty string without '/', received {name!r}")
+        self.dtype = dtypes.as_dtype(dtype, f"layer {name or type(self).__name__!r}: dtype")
         if name is not None:
             naming.reserve(name)
         self.name = name or naming.unique_name(naming.snake_case(type(self).__name__))
         self.trainable = trainable
-        self.dtype = dtypes.as_dtype(dtype, f"layer {self.name!r}: dtype")
         self.input_shape_arg = None if input_shape is None else (batch_size,) + tuple(input_shape)
         self.built = False
         self._weights = []
         self._feature_dims = None   # {axis: size} fixed by build; later calls must match
         self.output = None          # the Blob of the latest call (shown by Model.summary)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _names_kept_on_error(cls.__init__)
 
     # Weights ------------------------------------------------------------
     def add_weight(self, name, shape, initializer="zeros", dtype=None, trainable=True):
@@ -123,8 +130,10 @@ class Layer:
                              f"{describe_shape(shape)} (rank {len(shape)})")
         for axis, size in (self._feature_dims or {}).items():
             if shape[axis] is not None and shape[axis] != size:
-                raise ShapeError(f"layer {self.name!r} ({type(self).__name__}): expected input dim {axis} of size "
-                                 f"{size} (as when it was built), received shape {describe_shape(shape)}")
+                dim = "the last input dim" if axis == -1 else f"input dim {axis}"
+                raise ShapeError(f"layer {self.name!r} ({type(self).__name__}): expected {dim} of size {size} (as "
+                                 f"when it was built), received shape {describe_shape(shape)}; a layer keeps the "
+                                 f"weights it was built with, so call a new layer for other sizes")
 
     def compute_output_shape(self, input_shape):
         """Output shape for ``input_shape``, found by building the layer's graph symbolically."""
@@ -137,6 +146,21 @@ class Layer:
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name!r}>"
+
+
+def _names_kept_on_error(init):
+    """A constructor that rejects its arguments takes no automatic name: the next ``Dense`` is still ``dense``,
+    so variable paths (and checkpoints keyed by them) do not depend on earlier mistakes."""
+    @functools.wraps(init)
+    def wrapped(self, *args, **kwargs):
+        taken = dict(naming._counts)
+        try:
+            init(self, *args, **kwargs)
+        except FlowLayersError:
+            naming._counts.clear()
+            naming._counts.update(taken)
+            raise
+    return wrapped
 
 
 def _shapes(inputs):
