@@ -1,112 +1,356 @@
-"""User mistakes raise a FlowLayersError naming the thing, the expected and the received value,
-and leave the model training exactly as if they never happened."""
+"""User mistakes: each raises a FlowLayersError subclass whose message names the thing, the expected and the
+received value, and afterwards the same model (or job function) trains on to exactly the weights of a run
+that never saw the mistake.
+
+One table, CASES.  Each case runs in the views it lists: mirrored on one device and a 2-device view, or only
+the consistent view on 2 devices for mistakes that exist only there (mesh, layout rules).  A case makes its
+mistake between two epochs, or (``first``) before the first step, where build-time checks (layout rules) run.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
 import numpy as np
 import pytest
 
 import flowlayers as flow
 import flowlayers.typing as tp
+from flowlayers.framework.variable import store
+
+M1, M2, C2 = ("mirrored", 1), ("mirrored", 2), ("consistent", 2)
+BATCH = 16
+ERRORS = {flow.ConfigError: ValueError, flow.ShapeError: ValueError, flow.DTypeError: TypeError,
+          flow.InputError: ValueError, flow.LayerError: ValueError, flow.GraphError: ValueError,
+          flow.SBPError: ValueError, flow.CheckpointError: ValueError, flow.EngineError: RuntimeError}
 
 
-def digits(n=64):
-    (x, y), _ = flow.data.load_digits()
-    return x[:n], y[:n]
+def keras_model(hidden=5):
+    x = flow.Input((1, 8, 8))
+    h = flow.layers.Dense(hidden, activation="relu", name="hidden")(flow.layers.Flatten()(x))
+    model = flow.Model(x, flow.layers.Dense(10, name="head")(h))
+    model.compile(optimizer=flow.optimizers.Adam(0.01), loss="sparse_categorical_crossentropy")
+    return model
 
 
-def test_conv2d_on_2d_input_names_layer_rank_and_shape():
-    flow.config.set_view("mirrored")
-    flow.config.gpu_device_num(1)
-    x = flow.Input((64,))
-    with pytest.raises(flow.ShapeError) as e:
-        flow.layers.Conv2D(4, 3, name="conv_a")(x)
-    assert "conv_a" in str(e.value) and "rank 4" in str(e.value) and "(None, 64)" in str(e.value)
-
-
-def test_dense_feature_size_mismatch_names_layer():
-    x = flow.Input((64,))
-    layer = flow.layers.Dense(3, name="head")
-    layer(x)
-    with pytest.raises(flow.ShapeError) as e:
-        layer(flow.Input((32,)))
-    assert "head" in str(e.value) and "64" in str(e.value) and "(None, 32)" in str(e.value)
-
-
-def make_job(view, n):
-    flow.clear_session()
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(n)
+def train_job(view, n):
     cfg = flow.function_config()
     cfg.default_logical_view(flow.scope.mirrored_view() if view == "mirrored" else flow.scope.consistent_view())
     Ph = tp.ListNumpy.Placeholder if view == "mirrored" else tp.Numpy.Placeholder
-    per = 16 // n if view == "mirrored" else 16
+    per = BATCH // n if view == "mirrored" else BATCH
 
     @flow.global_function(type="train", function_config=cfg)
     def train_job(images: Ph((per, 1, 8, 8)), labels: Ph((per,), dtype=flow.int32)) -> tp.Numpy:
-        logits = flow.layers.dense(flow.reshape(images, [images.shape[0], -1]), 10, name="fc")
-        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
-        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
+        hidden = flow.layers.dense(flow.reshape(images, [per, 64]), 5, activation="relu", name="hidden")
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, flow.layers.dense(hidden, 10, name="head"))
+        flow.optimizer.Adam(flow.optimizer.PiecewiseConstantScheduler([], [0.01])).minimize(loss)
         return loss
     return train_job
 
 
-def run_job(job, view, n, x, y, mistakes):
-    from flowlayers.framework.variable import store
+class Run:
+    """One training run in one view: 32 digits, and a Keras model or a job function trained on them."""
 
-    split = (lambda a: np.split(a, n)) if view == "mirrored" else (lambda a: a)
-    for i in range(0, len(x), 16):
-        for bad in mistakes if i == 16 else []:
-            with pytest.raises(flow.FlowLayersError) as e:
-                job(*bad)
-            yield str(e.value)
-        job(split(x[i:i + 16]), split(y[i:i + 16]))
-    yield store.variables["fc/kernel"].numpy()
+    def __init__(self, face, view, n, tmp=None, monkeypatch=None):
+        flow.clear_session()
+        flow.config.set_view(view)
+        flow.config.gpu_device_num(n)
+        self.face, self.view, self.n, self.tmp, self.monkeypatch = face, view, n, tmp, monkeypatch
+        (x, y), _ = flow.data.load_digits()
+        self.x, self.y = x[:32], y[:32]
+        self.per = BATCH // n if view == "mirrored" else BATCH   # rows of one fed array (job face)
+        self.model = keras_model() if face == "keras" else None
+        self.job = train_job(view, n) if face == "job" else None
+
+    def epoch(self):
+        if self.face == "keras":
+            self.model.fit(self.x, self.y, batch_size=BATCH, epochs=1, verbose=0)
+            return
+        for i in range(0, len(self.x), BATCH):
+            self.job(*(self.split(a[i:i + BATCH]) for a in (self.x, self.y)))
+
+    def split(self, a):
+        """A batch as the job takes it: one array per device in the mirrored view."""
+        return list(np.split(a, self.n)) if self.view == "mirrored" else a
+
+    def copies(self, a):
+        """``a`` fed to every device (mirrored view) or as the whole batch."""
+        return [a] * self.n if self.view == "mirrored" else a
+
+    def weights(self):
+        if self.face == "keras":
+            return self.model.get_weights()
+        return [store.variables[p].numpy() for p in ("hidden/kernel", "hidden/bias", "head/kernel", "head/bias")]
 
 
-@pytest.mark.parametrize("view,n", [("consistent", 2), ("mirrored", 2)])
-def test_job_argument_mistakes_are_named_and_harmless(view, n):
-    x, y = digits()
-    clean = list(run_job(make_job(view, n), view, n, x, y, []))[-1]
-    if view == "mirrored":
-        bad = [([x[:8]] * 3, [y[:8]] * 2),                    # list of the wrong length
-               (x[:16], [y[:8]] * 2),                         # a bare array
-               ([x[:8].astype(np.float64)] * 2, [y[:8]] * 2),  # wrong dtype
-               ([x[:7]] * 2, [y[:8]] * 2)]                    # wrong shape
-        expect = [("images", "2", "3"), ("images", "list", "ndarray"), ("images[0]", "float32", "float64"),
-                  ("images[0]", "(8, 1, 8, 8)", "(7, 1, 8, 8)")]
-    else:
-        bad = [(x[:15], y[:16]), (x[:16].astype(np.float64), y[:16]), (x[:16], y[:16].astype(np.float32))]
-        expect = [("images", "(16, 1, 8, 8)", "(15, 1, 8, 8)"), ("images", "float32", "float64"),
-                  ("labels", "int32", "float32")]
-    *messages, weights = run_job(make_job(view, n), view, n, x, y, bad)
-    for msg, names in zip(messages, expect):
-        assert all(s in msg for s in names), (msg, names)
-    np.testing.assert_array_equal(weights, clean)
+_undisturbed = {}
 
 
-def model():
+def undisturbed(face, view, n):
+    if (face, view, n) not in _undisturbed:
+        run = Run(face, view, n)
+        run.epoch()
+        run.epoch()
+        _undisturbed[face, view, n] = run.weights()
+    return _undisturbed[face, view, n]
+
+
+def devices_here():
+    import tensorflow as tf
+
+    return len(tf.config.list_physical_devices("GPU")) or len(tf.config.list_logical_devices("CPU"))
+
+
+# Mistakes that need more than one line ---------------------------------------------------------------------
+def fit(r, x, y):
+    r.model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)
+
+
+def rules_then_fit(rules):
+    def mistake(r):
+        flow.config.set_layout_rules(rules)
+        r.epoch()
+    return mistake
+
+
+def fit_embedding_with_bad_ids(r):
+    ids = flow.Input((4,), dtype=flow.int32)
+    words = flow.layers.Embedding(10, 3, name="words")(ids)
+    model = flow.Model(ids, flow.layers.Dense(2)(flow.layers.Flatten()(words)))
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    model.fit(np.full((8, 4), 12, np.int32), np.zeros(8, np.int32), verbose=0)
+
+
+def load_other_architecture(r):
+    other = keras_model(hidden=7)
+    other.save_weights(r.tmp / "other")
+    r.model.load_weights(r.tmp / "other")
+
+
+def load_truncated(r):
+    r.model.save_weights(r.tmp / "ckpt")
+    damaged = max((r.tmp / "ckpt").rglob("*.npy"), key=lambda f: f.stat().st_size)
+    damaged.write_bytes(damaged.read_bytes()[:damaged.stat().st_size // 2])
+    r.damaged = damaged.name
+    r.model.load_weights(r.tmp / "ckpt")
+
+
+def fit_model_with_faulty_kernel(r):
+    """A custom op whose TF kernel is wrong: TF rejects it while the step is traced."""
+    import tensorflow as tf
+    from flowlayers.framework.graph import apply
+    from flowlayers.framework.op_def import OpDef, Signature
+    from flowlayers.sbp import broadcast
+    from flowlayers_tensorflow.kernels import KERNELS
+
+    op = OpDef("faulty_matmul", lambda inputs, attrs: [(inputs[0].shape[:-1] + (3,), inputs[0].dtype)],
+               lambda inputs, attrs: [Signature((broadcast,), (broadcast,))])
+    r.monkeypatch.setitem(KERNELS, "faulty_matmul", lambda node, x, ctx: tf.matmul(x, tf.ones((5, 3))))
+
+    class Faulty(flow.layers.Layer):
+        def call(self, x):
+            return apply(op, [x], {})
+
+    x = flow.Input((4,))
+    model = flow.Model(x, Faulty(name="faulty")(x))
+    model.compile("sgd", "mse")
+    model.fit(np.ones((8, 4), np.float32), np.ones((8, 3), np.float32), verbose=0)
+
+
+def list_placeholder_job(r):
+    @flow.global_function(type="predict")
+    def peek(images: tp.ListNumpy.Placeholder((8, 64))) -> tp.Numpy:
+        return images
+    peek([r.x[:8].reshape(8, 64)] * r.n)
+
+
+def out_of_range(r):
+    r.bad_labels = r.y[:r.per] + 10
+    r.job(r.copies(r.x[:r.per]), r.copies(r.bad_labels))
+
+
+@dataclass
+class Case:
+    id: str
+    mistake: Callable              # (run) -> raises
+    error: type
+    words: Callable                # (run) -> what the message must name: the object, the expected, the received
+    views: tuple = (M1, C2)
+    face: str = "keras"
+    fix: Optional[Callable] = None  # (run) -> undoes a setting that is rejected only where it is used
+    first: bool = False             # made before the first step
+
+
+CASES = [
+    # Config: rejected when set, so there is nothing to undo
+    Case("unknown_view", lambda r: flow.config.set_view("mirorred"), flow.ConfigError,
+         lambda r: ("set_view", "'mirorred'", "'consistent'", "'mirrored'"), views=(M1, M2)),
+    Case("unknown_backend", lambda r: flow.config.set_backend("torch"), flow.ConfigError,
+         lambda r: ("set_backend", "'torch'", "'tensorflow'"), views=(M1, M2)),
+    Case("unknown_backend_in_environment",
+         lambda r: (r.monkeypatch.setenv("FLOWLAYERS_BACKEND", "torch"), r.epoch()), flow.ConfigError,
+         lambda r: ("FLOWLAYERS_BACKEND", "'torch'", "'tensorflow'"), views=(M1, M2),
+         fix=lambda r: r.monkeypatch.delenv("FLOWLAYERS_BACKEND")),
+    Case("zero_devices", lambda r: flow.config.gpu_device_num(0), flow.ConfigError,
+         lambda r: ("gpu_device_num", "positive int", "received 0"), views=(M1, M2)),
+    Case("negative_devices", lambda r: flow.config.gpu_device_num(-2), flow.ConfigError,
+         lambda r: ("gpu_device_num", "positive int", "received -2"), views=(M1, M2)),
+    Case("more_devices_than_exist", lambda r: flow.config.gpu_device_num(64), flow.ConfigError,
+         lambda r: ("gpu_device_num(64)", f"at most {devices_here()} devices", "received 64"), views=(M1, M2)),
+    Case("mesh_larger_than_devices", lambda r: flow.config.set_mesh(data=8, model=8), flow.ConfigError,
+         lambda r: ("set_mesh(data=8, model=8)", f"at most {devices_here()} devices", "received 64"),
+         views=(M1, C2)),
+    Case("mesh_not_matching_device_count", lambda r: (flow.config.set_mesh(data=1, model=1), r.epoch()),
+         flow.ConfigError, lambda r: ("set_mesh(data=1, model=1)", f"device count {r.n}", "mesh of 1 device"),
+         views=(C2,), fix=lambda r: flow.config.set_mesh()),
+    Case("layout_rule_bad_regex", lambda r: flow.config.set_layout_rules({"hidden/(kernel": (None, "data")}),
+         flow.ConfigError, lambda r: ("'hidden/(kernel'", "regular expression", "fails"), views=(M1, M2)),
+    Case("layout_rule_spec_not_a_tuple", lambda r: flow.config.set_layout_rules({"hidden/kernel": "data"}),
+         flow.ConfigError, lambda r: ("'hidden/kernel'", "tuple", "'data'"), views=(M1, M2)),
+    # Layout rules: rejected at build time, before any step
+    Case("layout_rule_matching_nothing", rules_then_fit({"nowhere/kernel": (None, "data")}), flow.SBPError,
+         lambda r: ("nowhere/kernel",), views=(C2,), first=True, fix=lambda r: flow.config.set_layout_rules({})),
+    Case("layout_rule_unknown_mesh_axis", rules_then_fit({"hidden/kernel": (None, "model")}), flow.SBPError,
+         lambda r: ("hidden/kernel", "'model'", "'data'"), views=(C2,), first=True,
+         fix=lambda r: flow.config.set_layout_rules({})),
+    Case("layout_rule_two_dims_on_one_axis", rules_then_fit({"head/kernel": ("data", "data")}), flow.SBPError,
+         lambda r: ("head/kernel", "data"), views=(C2,), first=True, fix=lambda r: flow.config.set_layout_rules({})),
+    Case("layout_rule_split_not_dividing", rules_then_fit({"hidden/kernel": (None, "data")}), flow.SBPError,
+         lambda r: ("hidden/kernel", "5", "2"), views=(C2,), first=True,
+         fix=lambda r: flow.config.set_layout_rules({})),
+    # Layers
+    Case("layer_input_rank", lambda r: flow.layers.Conv2D(4, 3, name="conv_a")(flow.Input((64,))), flow.ShapeError,
+         lambda r: ("conv_a", "rank 4", "(None, 64)")),
+    Case("layer_feature_size", lambda r: r.model.get_layer("head")(flow.Input((7,))), flow.ShapeError,
+         lambda r: ("'head'", "size 5", "(None, 7)")),
+    Case("layer_argument", lambda r: flow.layers.Dense(0, name="wide"), flow.LayerError,
+         lambda r: ("'wide'", "positive int", "received 0")),
+    # fit / predict data
+    Case("fit_x_y_lengths", lambda r: fit(r, r.x, r.y[:-1]), flow.InputError, lambda r: ("x with 32", "y with 31")),
+    Case("labels_out_of_range", lambda r: fit(r, r.x, r.y + 10), flow.InputError,
+         lambda r: ("sparse_categorical_crossentropy", "[0, 10)", "[10, 19]")),
+    Case("fit_feature_shape", lambda r: fit(r, r.x[:, :, :4], r.y), flow.InputError,
+         lambda r: ("'input'", "(None, 1, 8, 8)", "(32, 1, 4, 8)")),
+    Case("embedding_ids_out_of_range", fit_embedding_with_bad_ids, flow.InputError,
+         lambda r: ("'words'", "'gather'", "[0, 10)", "[12, 12]")),
+    Case("predict_rank", lambda r: r.model.predict(r.x.reshape(32, 64), verbose=0), flow.InputError,
+         lambda r: ("'input'", "(None, 1, 8, 8)", "(32, 64)")),
+    # Checkpoints: nothing is written unless everything checks
+    Case("checkpoint_of_other_architecture", load_other_architecture, flow.CheckpointError,
+         lambda r: ("hidden/kernel", "(64, 5)", "(64, 7)")),
+    Case("checkpoint_truncated", load_truncated, flow.CheckpointError, lambda r: (r.damaged, "damaged")),
+    # The engine: what TF rejects is named after the layer and op
+    Case("engine_error", fit_model_with_faulty_kernel, flow.EngineError,
+         lambda r: ("'faulty'", "'faulty_matmul'", "4 and 5"), views=(M1, M2, C2)),
+    # Job functions
+    Case("job_argument_count", lambda r: r.job(r.copies(r.x[:r.per])), flow.InputError,
+         lambda r: ("'train_job'", "2 argument", "received 1"), face="job"),
+    Case("placeholder_shape", lambda r: r.job(r.copies(r.x[:r.per - 1]), r.copies(r.y[:r.per])), flow.InputError,
+         lambda r: ("'images", f"({r.per}, 1, 8, 8)", f"({r.per - 1}, 1, 8, 8)"), face="job"),
+    Case("placeholder_rank", lambda r: r.job(r.copies(r.x[:r.per].reshape(r.per, 64)), r.copies(r.y[:r.per])),
+         flow.InputError, lambda r: ("'images", "rank 4", "rank 2"), face="job"),
+    Case("placeholder_dtype", lambda r: r.job(r.copies(r.x[:r.per].astype(np.float64)), r.copies(r.y[:r.per])),
+         flow.DTypeError, lambda r: ("'images", "float32", "float64"), face="job"),
+    Case("placeholder_label_dtype",
+         lambda r: r.job(r.copies(r.x[:r.per]), r.copies(r.y[:r.per].astype(np.float32))),
+         flow.DTypeError, lambda r: ("'labels", "int32", "float32"), face="job"),
+    Case("job_labels_out_of_range", out_of_range, flow.InputError,
+         lambda r: ("'labels'", "sparse_softmax_cross_entropy", "[0, 10)",
+                    f"[{r.bad_labels.min()}, {r.bad_labels.max()}]"), face="job"),
+    Case("mirrored_list_length", lambda r: r.job([r.x[:r.per]] * (r.n + 1), [r.y[:r.per]] * (r.n + 1)),
+         flow.InputError, lambda r: ("'images'", f"list of {r.n} arrays", f"list of {r.n + 1}"),
+         views=(M1, M2), face="job"),
+    Case("mirrored_bare_array", lambda r: r.job(r.x[:BATCH], r.copies(r.y[:r.per])), flow.InputError,
+         lambda r: ("'images'", "list", "ndarray"), views=(M1, M2), face="job"),
+    Case("list_placeholder_in_consistent_view", list_placeholder_job, flow.GraphError,
+         lambda r: ("'images'", "mirrored view", "'consistent'"), views=(C2,), face="job"),
+    Case("job_devices_beyond_this_process", lambda r: flow.config.gpu_device_num(64), flow.ConfigError,
+         lambda r: ("gpu_device_num(64)", f"at most {devices_here()} devices", "received 64"), face="job"),
+]
+
+
+@pytest.mark.parametrize("case,view,n", [pytest.param(c, v, n, id=f"{c.id}-{v}{n}") for c in CASES for v, n in c.views])
+def test_mistake_is_named_and_changes_nothing(case, view, n, tmp_path, monkeypatch):
+    expected = undisturbed(case.face, view, n)
+    run = Run(case.face, view, n, tmp_path, monkeypatch)
+    if not case.first:
+        run.epoch()
+    with pytest.raises(case.error) as e:
+        case.mistake(run)
+    message = str(e.value)
+    missing = [w for w in case.words(run) if w not in message]
+    assert not missing and "in user code" not in message, (missing, message)
+    if case.fix:
+        case.fix(run)
+    run.epoch()
+    if case.first:
+        run.epoch()
+    for got, want in zip(run.weights(), expected):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("error", list(ERRORS))
+def test_errors_are_flowlayers_errors_and_the_builtin_that_fits(error):
+    assert issubclass(error, flow.FlowLayersError) and issubclass(error, ERRORS[error])
+    assert str(error("layer 'x': expected 1, received 2")) == "layer 'x': expected 1, received 2"
+
+
+def test_a_rejected_layer_takes_no_automatic_name():
+    with pytest.raises(flow.LayerError):
+        flow.layers.Dense(-1)
+    with pytest.raises(flow.DTypeError):
+        flow.layers.Dense(3, dtype="float31")
+    assert flow.layers.Dense(3).name == "dense"
+
+
+JOB_BEFORE_DEVICES = """
+import numpy as np
+import tensorflow as tf
+tf.constant(1.0) + 1                      # the user's own TF code starts TF first, with one CPU device
+
+import flowlayers as flow
+import flowlayers.typing as tp
+from flowlayers.framework.variable import store
+
+flow.config.set_view("mirrored")
+flow.config.gpu_device_num(2)
+cfg = flow.function_config()
+cfg.default_logical_view(flow.scope.mirrored_view())
+
+def make():
     flow.clear_session()
-    x = flow.Input((1, 8, 8))
-    m = flow.Model(x, flow.layers.Dense(10)(flow.layers.Flatten()(x)))
-    m.compile(optimizer=flow.optimizers.SGD(0.1, momentum=0.9), loss="sparse_categorical_crossentropy")
-    return m
+    @flow.global_function(type="train", function_config=cfg)
+    def train_job(x: tp.Numpy.Placeholder((8, 4)), y: tp.Numpy.Placeholder((8,), dtype=flow.int32)) -> tp.Numpy:
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(y, flow.layers.dense(x, 3, name="fc"))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
+        return loss
+    return train_job
+
+x, y = np.linspace(0, 1, 32, dtype=np.float32).reshape(8, 4), np.arange(8, dtype=np.int32) % 3
+job = make()
+try:
+    job(x, y)
+except flow.ConfigError as e:
+    print("ERROR", e)
+flow.config.gpu_device_num(1)
+job(x, y); job(x, y)
+disturbed = store.variables["fc/kernel"].numpy()
+job = make()
+job(x, y); job(x, y)
+print("DIFF", np.abs(store.variables["fc/kernel"].numpy() - disturbed).max())
+"""
 
 
-@pytest.mark.parametrize("view,n", [("consistent", 2), ("mirrored", 2)])
-def test_fit_mistakes_are_named_and_harmless(view, n):
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(n)
-    x, y = digits()
-    clean = model()
-    for _ in range(2):
-        clean.fit(x, y, batch_size=16, epochs=1, verbose=0)
-    m = model()
-    m.fit(x, y, batch_size=16, epochs=1, verbose=0)
-    cases = [((x, y[:-1]), ("x with 64", "y with 63")),
-             ((x, y + 10), ("[0, 10)", "[10, 19]")),
-             ((x[:, :, :4], y), ("(None, 1, 8, 8)", "(64, 1, 4, 8)"))]
-    for (xb, yb), words in cases:
-        with pytest.raises(flow.InputError) as e:
-            m.fit(xb, yb, batch_size=16, epochs=1, verbose=0)
-        assert all(w in str(e.value) for w in words), str(e.value)
-    m.fit(x, y, batch_size=16, epochs=1, verbose=0)
-    for a, b in zip(m.get_weights(), clean.get_weights()):
-        np.testing.assert_allclose(a, b, atol=1e-6)
+def test_job_function_when_tensorflow_started_first_with_fewer_devices():
+    """The one mistake a running test process cannot make: TF started by other code before any device count."""
+    env = {k: v for k, v in os.environ.items() if k != "FLOWLAYERS_CPU_DEVICES"}
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(JOB_BEFORE_DEVICES)], env=env, text=True,
+                         capture_output=True, timeout=300, cwd=Path(__file__).parent)
+    assert out.returncode == 0, out.stderr[-3000:]
+    error = next(line for line in out.stdout.splitlines() if line.startswith("ERROR"))
+    for words in ("'train_job'", "gpu_device_num(2)", "at most 1 devices", "received 2", "started by code"):
+        assert words in error, error
+    assert "DIFF 0.0" in out.stdout, out.stdout
