@@ -48,9 +48,11 @@ class BaseExecutable:
 
 class Executable(BaseExecutable):
     def _retrace(self):
-        self._fn = tf.function(self._step, reduce_retracing=True)
+        self._fn = tf.function(self._step, reduce_retracing=True, autograph=False)
         # XLA compiles each replica's forward and backward; collectives and updates stay outside
-        self._compute = tf.function(self._local, jit_compile=True) if self.program.jit_compile else self._local
+        self._compute = self._local
+        if self.program.jit_compile:
+            self._compute = tf.function(self._local, jit_compile=True, autograph=False)
 
     def __call__(self, feeds, lr=0.0, step=1):
         self._current_handles()
@@ -68,13 +70,17 @@ class Executable(BaseExecutable):
         p, strategy = self.program, self.runtime.strategy
         results = strategy.run(self._replica_step, args=tuple(feeds) if feeds else (), kwargs={"step": step})
         grads, updates, outs = results
-        if p.loss is not None:
-            for var, grad in zip(p.trainable, grads):
-                slots = [self._handles[s.path] for s in self.slot_vars[var.path]]
-                strategy.extended.update(self._handles[var.path], self._apply, args=(grad, *slots),
-                                         kwargs={"lr": lr, "step": step}, group=False)
-        for (var, _), value in zip(p.updates, updates):
-            strategy.extended.update(self._handles[var.path], lambda v, x: v.assign(x), args=(value,), group=False)
+        # Outputs that read a variable but feed no gradient are not ordered before its update by TF's automatic
+        # control dependencies: seen returning post-update values (tests/parallel/test_signatures.py). Order them.
+        with tf.control_dependencies([t for o in outs for t in strategy.experimental_local_results(o)]):
+            if p.loss is not None:
+                for var, grad in zip(p.trainable, grads):
+                    slots = [self._handles[s.path] for s in self.slot_vars[var.path]]
+                    strategy.extended.update(self._handles[var.path], self._apply, args=(grad, *slots),
+                                             kwargs={"lr": lr, "step": step}, group=False)
+            for (var, _), value in zip(p.updates, updates):
+                strategy.extended.update(self._handles[var.path], lambda v, x: v.assign(x), args=(value,),
+                                         group=False)
         return outs
 
     def _apply(self, var, grad, *slots, lr, step):
