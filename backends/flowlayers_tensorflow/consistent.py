@@ -17,7 +17,7 @@ from tensorflow.experimental import dtensor
 from flowlayers.errors import EngineError, FlowLayersError
 from flowlayers.framework.variable import check_rules, live_variables
 from flowlayers.parallel import plan as planner
-from flowlayers.sbp import Split, partial_sum
+from flowlayers.sbp import Split, broadcast, partial_sum
 
 from . import devices
 from .executable import BaseExecutable, TFMath
@@ -25,6 +25,21 @@ from .lowering import LoweringContext, run_graph
 from .variables import initial_value
 
 FUSED_STEP = False   # never True outside the test that proves the split step matters
+
+
+def supports(op_name, sig):
+    """Whether DTensor (TF 2.21) can expand ``sig``: the planner offers only those.
+
+    Its convolution wants a replicated filter and unsplit input channels ("Filter for convolution must have
+    fully replicated layout", "Conv input's channel dimension must be replicated"); its pooling only a
+    replicated or batch-split input ("Only replicated or batch parallel layout is supported").  A kernel
+    split by a layout rule is then gathered before the convolution: stored split, computed whole.
+    """
+    if op_name == "conv2d":
+        return sig.inputs[1] == broadcast and sig.inputs[0] in (Split(0), broadcast, partial_sum)
+    if op_name in ("max_pool2d", "avg_pool2d"):
+        return sig.inputs[0] in (Split(0), broadcast)
+    return True
 
 
 class ConsistentRuntime:
@@ -38,6 +53,8 @@ class ConsistentRuntime:
         kind = "GPU" if self.native_nchw else "CPU"
         self.mesh = dtensor.create_mesh(self.axes, devices=[d.replace("/device:", "") for d in self.devices],
                                         device_type=kind)
+
+    supports = staticmethod(supports)
 
     def __repr__(self):
         return f"<tensorflow runtime view=consistent mesh={dict(self.axes)}>"
@@ -115,7 +132,7 @@ class ConsistentExecutable(BaseExecutable):
 
     def _plan(self, batch):
         p = self.program
-        return planner.plan(p.nodes, self.runtime.axes, batch, p.loss, p.trainable)
+        return planner.plan(p.nodes, self.runtime.axes, batch, p.loss, p.trainable, supports=supports)
 
     def _retrace(self):
         self._fns = {}
@@ -200,6 +217,8 @@ class _DTensorContext(LoweringContext):
 
     Partial sums have no DTensor layout: a P in the plan is left to DTensor's own SPMD expansion.
     """
+
+    no_avg_pool_grad = True    # DTensor has no layout rule for AvgPoolGrad: kernels pool another way
 
     def __init__(self, phase, step, seed, runtime, plan):
         super().__init__(phase, step, seed, runtime.native_nchw)

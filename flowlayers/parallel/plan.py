@@ -69,12 +69,13 @@ class _Node:
         self.op, self.attrs, self.name, self.inputs = node.op, node.attrs, node.name, inputs
 
 
-def plan(nodes, axes, batch=None, loss=None, trainable=(), source_sbp=source_sbp, rounds=3):
+def plan(nodes, axes, batch=None, loss=None, trainable=(), source_sbp=source_sbp, supports=None, rounds=3):
     """A Plan for ``nodes`` on mesh ``axes`` ([(name, size), ...]) with ``batch`` rows fed.
 
     The first round is greedy (each op's cheapest signature given its inputs); later rounds also count the
     Boxing of each op's outputs to what its consumers wanted in the round before, until nothing changes.
-    ``loss`` and ``trainable`` (Variables) add the backward pass's Boxing.
+    ``loss`` and ``trainable`` (Variables) add the backward pass's Boxing; ``supports(op_name, signature)``
+    limits the signatures to those the backend can realise.
     """
     p = Plan(axes)
 
@@ -95,7 +96,7 @@ def plan(nodes, axes, batch=None, loss=None, trainable=(), source_sbp=source_sbp
             view = _Node(node, [_View(fed(x.shape), x.dtype, p.sbp[x]) for x in node.inputs])
             specs = [(fed(b.shape), b.dtype) for b in node.outputs]
             wants = [[p.wanted[c] for c in consumers.get(b, ()) if c in p.wanted] for b in node.outputs]
-            sigs = tuple(propagate.signatures(view, specs, axes, wants if round_ else None))
+            sigs = tuple(propagate.signatures(view, specs, axes, wants if round_ else None, supports))
             changed |= p.signatures.get(node) != sigs
             p.signatures[node] = sigs
             p.sbp.update(zip(node.outputs, propagate.output_sbps(sigs, len(specs))))

@@ -52,7 +52,7 @@ def _cost(src, dst, size, n):
     return boxing.cost(src, dst, size, n) + latency
 
 
-def choose(node, specs, axis_index, n, taken=None, out_wants=None):
+def choose(node, specs, axis_index, n, taken=None, out_wants=None, supports=None):
     """The cheapest legal signature of ``node`` on one mesh axis of ``n`` devices, and its cost.
 
     The cost is the Boxing of the inputs to the signature and, when ``out_wants`` gives what each output's
@@ -60,7 +60,7 @@ def choose(node, specs, axis_index, n, taken=None, out_wants=None):
     """
     in_sbps = [x.sbp[axis_index] for x in node.inputs]
     best, best_cost = None, boxing.INFEASIBLE
-    for sig in node.op.signatures(node.inputs, node.attrs):
+    for sig in _offered(node, supports):
         if not legal(sig, node, specs, n, taken):
             continue
         c = sum(_cost(cur, want, boxing.nbytes(x.shape, x.dtype), n)
@@ -72,10 +72,17 @@ def choose(node, specs, axis_index, n, taken=None, out_wants=None):
     return best, best_cost
 
 
-def signatures(node, specs, axes, out_wants=None):
+def _offered(node, supports):
+    """The op's signatures that the backend can realise (``supports(op_name, signature)``; None: all)."""
+    sigs = node.op.signatures(node.inputs, node.attrs)
+    return [s for s in sigs if supports is None or supports(node.op.name, s)]
+
+
+def signatures(node, specs, axes, out_wants=None, supports=None):
     """One Signature per mesh axis for ``node``: forced, a constraint's own, or the cheapest.
 
-    ``node.inputs`` carry ``.shape``, ``.dtype``, ``.ndim`` and ``.sbp`` (nd-SBP); ``out_wants`` see choose.
+    ``node.inputs`` carry ``.shape``, ``.dtype``, ``.ndim`` and ``.sbp`` (nd-SBP); ``out_wants`` see choose;
+    ``supports`` is the backend's say on which signatures it can realise.
     """
     forced = node.attrs.get("signature")
     if forced is not None and len(forced) != len(axes):
@@ -88,12 +95,13 @@ def signatures(node, specs, axes, out_wants=None):
             sig = Signature((node.attrs["sbp"][i],), (node.attrs["sbp"][i],))
         elif forced is not None:
             sig = forced[i]
-            options = node.op.signatures(node.inputs, node.attrs)
+            options = _offered(node, supports)
             if sig not in options or not legal(sig, node, specs, n, taken):
                 raise SBPError(f"op {_name(node)}: forced signature {sig!r} on mesh axis {axis!r} ({n} devices) "
-                               f"expected one of the legal signatures {[s for s in options if legal(s, node, specs, n, taken)]}")
+                               f"expected one this backend can realise for these shapes: "
+                               f"{[s for s in options if legal(s, node, specs, n, taken)]}")
         else:
-            sig, _ = choose(node, specs, i, n, taken, out_wants)
+            sig, _ = choose(node, specs, i, n, taken, out_wants, supports)
             sig = sig or Signature((broadcast,) * len(node.inputs), (broadcast,) * len(specs))
         for used, s in zip(taken[0] + taken[1], sig.inputs + sig.outputs):
             used |= _dims([s])

@@ -86,7 +86,8 @@ def build(program, runtime, batch):
     consistent = hasattr(runtime, "axes")
     axes = runtime.axes if consistent else [("replica", runtime.num_replicas)]
     p = planner.plan(program.nodes, axes, batch, program.loss, program.trainable,
-                     source_sbp=planner.source_sbp if consistent else _mirrored_source)
+                     source_sbp=planner.source_sbp if consistent else _mirrored_source,
+                     supports=getattr(runtime, "supports", None))
     variables = list(program.variables) + [s for slots in program.slots().values() for s in slots]
     placements = {}
     for var in variables:

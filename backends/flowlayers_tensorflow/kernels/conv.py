@@ -1,5 +1,6 @@
 """matmul, conv2d, pooling, bias_add.  NCHW runs natively on GPUs; on CPUs, whose TF kernels
 take NHWC only, it is transposed around the op (XLA fuses the transposes)."""
+import numpy as np
 import tensorflow as tf
 
 
@@ -45,8 +46,39 @@ def max_pool2d(node, x, ctx):
 
 def avg_pool2d(node, x, ctx):
     a = node.attrs
-    return _nhwc(lambda t, fmt: tf.nn.avg_pool2d(t, _four(a["ksize"], fmt), _four(a["strides"], fmt),
-                                                 a["padding"], data_format=fmt), x, a["data_format"], ctx)
+
+    def pool(t, fmt):
+        args = (t, _four(a["ksize"], fmt), _four(a["strides"], fmt), a["padding"])
+        if getattr(ctx, "no_avg_pool_grad", False):
+            return _avg_pool_by_conv(*args, fmt, ctx)
+        return tf.nn.avg_pool2d(*args, data_format=fmt)
+    return _nhwc(pool, x, a["data_format"], ctx)
+
+
+def _window_counts(size, k, s, padding):
+    """Real (unpadded) elements under each window along one spatial dim, as TF pads for 'SAME'."""
+    out = -(-size // s) if padding == "SAME" else (size - k) // s + 1
+    before = max((out - 1) * s + k - size, 0) // 2 if padding == "SAME" else 0
+    return np.array([min(i * s - before + k, size) - max(i * s - before, 0) for i in range(out)], np.float32)
+
+
+def _avg_pool_by_conv(t, ksize, strides, padding, data_format, ctx):
+    """Average pooling as a per-channel identity convolution divided by each window's element count.
+
+    DTensor (TF 2.21) has no layout rule for AvgPoolGrad ("does not implement layout propagation"); the
+    gradient of a convolution with a replicated filter it does expand.
+    """
+    c_axis = 1 if data_format == "NCHW" else 3
+    h_axis, w_axis = (2, 3) if data_format == "NCHW" else (1, 2)
+    kh, kw = ksize[h_axis], ksize[w_axis]
+    c = t.shape[c_axis]
+    eye = np.broadcast_to(np.eye(c, dtype=t.dtype.as_numpy_dtype), (kh, kw, c, c))
+    sums = tf.nn.conv2d(t, ctx.constant(np.ascontiguousarray(eye), t.dtype), strides, padding,
+                        data_format=data_format)
+    counts = np.outer(_window_counts(t.shape[h_axis], kh, strides[h_axis], padding),
+                      _window_counts(t.shape[w_axis], kw, strides[w_axis], padding))
+    shape = (1, 1) + counts.shape if data_format == "NCHW" else (1,) + counts.shape + (1,)
+    return sums / ctx.constant(counts.reshape(shape).astype(t.dtype.as_numpy_dtype), t.dtype)
 
 
 def bias_add(node, x, b, ctx):
