@@ -12,7 +12,6 @@ plan's Boxing says the value must end up (DESIGN.md).  Signatures DTensor
 cannot expand (a split convolution filter, channel-split pooling) are not
 offered by the TF backend; forcing one is a named error before any step.
 """
-import os
 import re
 
 import numpy as np
@@ -179,7 +178,7 @@ def run(name, branches, mesh=None):
                 term = flow.math.reduce_sum(y * w)
                 loss = term if loss is None else loss + term
         if trains:
-            flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [float(os.environ.get("LR", "1.0"))])).minimize(loss)
+            flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [1.0])).minimize(loss)
         return tuple(outs)
 
     outs = job()
