@@ -18,6 +18,7 @@ from .framework.program import Program
 from .inputs import check_range, index_ranges
 from .layers import base as layer_base
 from .ops import source
+from .parallel import report
 from .typing import ListNumpy, Numpy, _Placeholder
 
 _builds = []
@@ -125,6 +126,14 @@ class JobFunction:
         ranges = index_ranges(program.nodes, inputs)
         self._compiled = (runtime, program, runtime.compile(program), structure, ranges)
         return self._compiled
+
+    def parallel_plan(self, batch_size=None):
+        """What runs where for this job in its view (see ``Model.parallel_plan``); ``batch_size`` defaults to
+        the placeholders' own batch dim."""
+        runtime, program = self.build()[:2]
+        if batch_size is None:
+            batch_size = next((ph.shape[0] for _, ph in self.params if ph.shape), None)
+        return report.build(program, runtime, batch_size)
 
     def _placeholder(self, name, ph, view):
         if ph.kind == "list" and view != "mirrored":

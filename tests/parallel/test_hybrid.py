@@ -135,3 +135,34 @@ def test_layout_rule_mistakes_are_named_before_any_step(case):
     weights = fit(model, xy)
     use("mirrored", 1)
     assert max_diff(weights, fit(mlp(), xy)) < 1e-5
+
+
+def test_mirrored_plan_is_data_parallel_with_whole_replicas():
+    use("mirrored", 2)
+    model = mlp()
+    fit(model, data((16,)))
+    plan = model.parallel_plan()
+    assert plan.view == "mirrored" and plan.axes == [("replica", 2)]
+    assert all(v.shard_shapes == (v.logical_shape,) * 2 for v in plan.variables.values())
+    assert plan.bytes_per_device == plan.logical_bytes
+    assert sorted(b.consumer for b in plan.boxing) == [f"{p} (optimizer)" for p in
+                                                      ("hidden/bias", "hidden/kernel", "out/bias", "out/kernel")]
+    assert all(b.collectives == (("replica", "all-reduce"),) for b in plan.boxing)
+    assert "all-reduce over replica" in str(plan)
+
+
+def test_job_function_plan_reads_the_engine():
+    import flowlayers.typing as tp
+
+    use("consistent", 2)
+    flow.config.set_layout_rules({"^h/kernel$": (None, "data")})
+
+    @flow.global_function(type="predict")
+    def infer(x: tp.Numpy.Placeholder((8, 4))):
+        return flow.layers.dense(x, 6, name="h")
+
+    plan = infer.parallel_plan()
+    assert plan.batch == 8
+    assert plan.variables["h/kernel"].shard_shapes == ((4, 3), (4, 3))
+    # gathering the 96-byte kernel is cheaper than gathering the 128-byte batch for a column-split matmul
+    assert [(b.producer, b.collectives) for b in plan.boxing] == [("h/kernel", (("data", "all-gather"),))]
