@@ -121,6 +121,8 @@ class JobFunction:
         if self.job_type == "train" and build.loss is None:
             raise GraphError(f"job function {self.__name__!r} is type='train' but never called "
                              f"flow.optimizer.<Optimizer>(...).minimize(loss)")
+        if self._compiled and build.rule is not None:
+            _carry_state(self._compiled[1].optimizer, build.rule)
         program = Program(inputs, outputs, modes, phase="train" if self.job_type == "train" else "predict",
                           loss=build.loss, optimizer=build.rule, name=self.__name__)
         ranges = index_ranges(program.nodes, inputs)
@@ -161,6 +163,14 @@ class JobFunction:
         if rule is not None:
             rule.iterations += 1
         return structure(values)
+
+
+def _carry_state(old, new):
+    """A job rebuilt for another view or device count makes its optimizer anew: give it the old one's step and
+    slot variables (their values move to the new runtime), so the switch leaves training where it was."""
+    if old is not None and type(old) is type(new) and old.slot_names == new.slot_names:
+        new.iterations = old.iterations
+        new._slot_variables = old._slot_variables
 
 
 def _has_string_annotations(fn):

@@ -136,3 +136,27 @@ def test_one_config_line_switches_the_view(digits):
     model.fit(*data, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
     assert max_diff(ref.get_weights(), model.get_weights()) < 1e-5
     np.testing.assert_allclose(model.predict(digits[0][:50]), ref.predict(digits[0][:50]), atol=1e-5)
+
+
+def test_one_config_line_switches_a_job_function(digits):
+    """Job functions too: rebuilt for the new view, they keep the variables, the optimizer's slots and its step."""
+    x, y = digits[0][:BATCH * STEPS], digits[1][:BATCH * STEPS]
+
+    def run(switch_at):
+        use("mirrored", 1)
+        flow.clear_session()
+
+        @flow.global_function(type="train")
+        def train_job(images: tp.Numpy.Placeholder((BATCH, 1, 8, 8)),
+                      labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32)):
+            loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, mlp(images))
+            JOB_OPTIMIZERS["sgd_momentum"]().minimize(loss)   # the rate drops at step 5: the step must carry over
+            return loss
+
+        for k, i in enumerate(range(0, len(x), BATCH)):
+            if k == switch_at:
+                use("consistent", 2)
+            train_job(x[i:i + BATCH], y[i:i + BATCH])
+        return [store.variables[p].numpy() for p in sorted(store.variables)]
+
+    assert max_diff(run(switch_at=None), run(switch_at=4)) < 1e-5
