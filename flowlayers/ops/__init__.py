@@ -1,0 +1,1 @@
+"""Ops, each declared once as data (an ``OpDef``: shape and dtype inference, SBP signatures); one file per family."""
