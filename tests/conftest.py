@@ -12,6 +12,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import pytest  # noqa: E402
 
 import flowlayers as flow  # noqa: E402
+from flowlayers_tensorflow import devices  # noqa: E402
+
+# Start TF with its logical devices now: a test that touches TF first (a reference computed with tf ops)
+# would otherwise leave this process with one CPU device for every later test.
+devices.devices(1)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
