@@ -16,9 +16,12 @@ setup(
         # the engine: the CPU build of TensorFlow is enough where no GPU is wanted
         "tensorflow-cpu": ["tensorflow-cpu>=2.21,<2.22", "tf-keras>=2.21,<2.22", "keras>=3.15,<4"],
         "tensorflow": ["tensorflow>=2.21,<2.22", "tf-keras>=2.21,<2.22", "keras>=3.15,<4"],
+        # what the tutorials use: bundled real data (scikit-learn's digits) and the pictures
         "examples": ["scikit-learn>=1.4", "matplotlib>=3.8"],
-        "test": ["pytest>=8", "pytest-xdist>=3.5", "scikit-learn>=1.4"],
-        "docs": ["mkdocs>=1.6", "mkdocstrings[python]>=0.26"],
+        # the tests run every tutorial, pictures included
+        "test": ["pytest>=8", "pytest-xdist>=3.5", "scikit-learn>=1.4", "matplotlib>=3.8"],
+        # mkdocs build --strict: API reference from docstrings, tutorials embedded with pymdownx.snippets
+        "docs": ["mkdocs>=1.6", "mkdocstrings[python]>=0.26", "pymdown-extensions>=10"],
     },
     entry_points={"flowlayers.backends": ["tensorflow = flowlayers_tensorflow:Backend"]},
 )
