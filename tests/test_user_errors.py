@@ -160,6 +160,19 @@ def fit_model_with_faulty_kernel(r):
     model.fit(np.ones((8, 4), np.float32), np.ones((8, 3), np.float32), verbose=0)
 
 
+def fit_model_failing_while_running(r):
+    """Ids computed in the graph (host checks cannot see them) go out of range: TF fails while the step runs."""
+    class Shift(flow.layers.Layer):
+        def call(self, x):
+            return x + 7
+
+    ids = flow.Input((4,), dtype=flow.int32)
+    words = flow.layers.Embedding(10, 3, name="words")(Shift(name="shift")(ids))
+    model = flow.Model(ids, flow.layers.Dense(2)(flow.layers.Flatten()(words)))
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    model.fit(np.arange(32, dtype=np.int32).reshape(8, 4) % 5, np.zeros(8, np.int32), verbose=0)
+
+
 def list_placeholder_job(r):
     @flow.global_function(type="predict")
     def peek(images: tp.ListNumpy.Placeholder((8, 64))) -> tp.Numpy:
@@ -245,6 +258,9 @@ CASES = [
     # The engine: what TF rejects is named after the layer and op
     Case("engine_error", fit_model_with_faulty_kernel, flow.EngineError,
          lambda r: ("'faulty'", "'faulty_matmul'", "4 and 5"), views=(M1, M2, C2)),
+    Case("engine_error_while_running", fit_model_failing_while_running, flow.EngineError,
+         lambda r: ("'words'", "'gather'", "is not in [0, 10)") if r.view == "mirrored" else
+         ("step 'model.train'", "failed in the engine"), views=(M1, M2, C2)),
     # Job functions
     Case("job_argument_count", lambda r: r.job(r.copies(r.x[:r.per])), flow.InputError,
          lambda r: ("'train_job'", "2 argument", "received 1"), face="job"),

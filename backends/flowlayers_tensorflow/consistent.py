@@ -14,14 +14,14 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.experimental import dtensor
 
-from flowlayers.errors import EngineError, FlowLayersError
+from flowlayers.errors import FlowLayersError
 from flowlayers.framework.variable import check_rules, live_variables
 from flowlayers.parallel import plan as planner
 from flowlayers.sbp import Split, broadcast, partial_sum
 
 from . import devices
 from .executable import BaseExecutable, TFMath
-from .lowering import LoweringContext, run_graph
+from .lowering import LoweringContext, run_graph, step_error
 from .variables import initial_value
 
 FUSED_STEP = False   # never True outside the test that proves the split step matters
@@ -120,7 +120,7 @@ class ConsistentRuntime:
         return dtensor.pack(parts, layout)
 
     def wrap_error(self, program, error):
-        return EngineError(f"step {program.name!r} failed in the engine: {getattr(error, 'message', error)}")
+        return step_error(program, error)
 
 
 class ConsistentExecutable(BaseExecutable):
@@ -163,11 +163,11 @@ class ConsistentExecutable(BaseExecutable):
                     outs, grads, updates = forward(placed, step_t)
                     if p.loss is not None or p.updates:
                         apply(grads, updates, lr_t, step_t)
+            return [self._fetch(o, m) for o, m in zip(outs, p.output_modes)]   # DTensor reports errors here
         except FlowLayersError:
             raise
         except tf.errors.OpError as e:
             raise rt.wrap_error(p, e) from None
-        return [self._fetch(o, m) for o, m in zip(outs, p.output_modes)]
 
     def _fetch(self, value, mode):
         parts = [t.numpy() for t in dtensor.unpack(value)]

@@ -4,6 +4,7 @@ Python runs here only while TF traces; each node's ops are named after the
 layer or op that made it, so engine errors point back to the user's model.
 """
 import hashlib
+import re
 
 import tensorflow as tf
 
@@ -68,3 +69,39 @@ def run_graph(nodes, env, handles, ctx):
         for blob, tensor in zip(node.outputs, out if isinstance(out, tuple) else (out,)):
             env[blob] = ctx.pin(blob, tensor)
     return env
+
+
+def step_error(program, error):
+    """An error TF raised while a step ran, as an EngineError naming the layer and op it came from.
+
+    TF names the failing kernel (``{{node <scopes>/<TF op>}}``, ``Detected at node ...``); the scopes are the
+    Program's node names (run_graph opens one per node), so the longest node name among them is the culprit.
+    """
+    message = getattr(error, "message", str(error))
+    scopes = "/".join(a or b for a, b in re.findall(r"\{\{node ([^}]+)\}\}|Detected at node (\S+)", message))
+    culprit = None
+    for node in program.nodes:
+        scope = node.name.replace(":", "_")
+        if re.search(rf"(^|/){re.escape(scope)}/", scopes + "/") and (
+                culprit is None or len(scope) > len(culprit.name)):
+            culprit = node
+    who = ""
+    if culprit is not None:
+        who = (f"layer {culprit.layer.name!r}, op {culprit.op.name!r}" if culprit.layer is not None
+               else f"op {culprit.name!r}") + ": "
+    reason = _reason(message)
+    if "cancelled" in reason:
+        reason += (" (a collective was cancelled by an error on another device, which DTensor does not report; "
+                   "run the step on one device to see it)")
+    return EngineError(f"step {program.name!r} failed in the engine: {who}{reason}")
+
+
+def _reason(message):
+    """The line of a TF error message that says what went wrong, without TF's graph bookkeeping."""
+    coded = re.search(r"\b[A-Z][A-Z_]+:[ \t]+(\S.*)", message)
+    if coded:
+        return coded.group(1).strip()
+    lines = [re.sub(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:[^\]]*\]\s*$", "", line) for line in message.splitlines()]
+    said = [line.strip() for line in lines if line.strip() and not line[0].isspace()
+            and not line.startswith(("Graph execution error", "Detected at node", "[["))]
+    return said[-1] if said else message.strip()

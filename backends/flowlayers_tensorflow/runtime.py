@@ -6,10 +6,10 @@ One device uses TF's default strategy pinned to that device; N devices use
 import numpy as np
 import tensorflow as tf
 
-from flowlayers.errors import EngineError
 
 from . import devices
 from .executable import Executable
+from .lowering import step_error
 from .variables import initial_value
 
 
@@ -72,7 +72,7 @@ class StrategyRuntime:
         return np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
 
     def wrap_error(self, program, error):
-        return EngineError(f"step {program.name!r} failed in the engine: {error.message if hasattr(error, 'message') else error}")
+        return step_error(program, error)
 
 
 _strategies_made = [0]
