@@ -1,7 +1,7 @@
 """``model.summary()``: layers, output shapes, SBP, parameter counts in total and per device."""
 import math
 
-from .. import config
+from .. import config, engine
 from ..errors import describe_shape
 from ..parallel import plan as planner
 from ..sbp import format_nd
@@ -24,7 +24,9 @@ def _planned_sbps(model, mesh):
     phase = "train" if model.loss is not None and model.optimizer is not None else "predict"
     program = next((e.program for (ph, _), e in model._programs.items() if ph == phase), None)
     program = program or model._program("predict")
-    return planner.plan(program.nodes, list(mesh.items()), None, program.loss, program.trainable).sbp
+    supports = getattr(engine.runtime(), "supports", None)    # what the backend can realise
+    return planner.plan(program.nodes, list(mesh.items()), None, program.loss, program.trainable,
+                        supports=supports).sbp
 
 
 def summary(model):

@@ -74,6 +74,13 @@ def test_megatron_mlp_on_2x2_mesh_matches_one_device():
     assert plan.variables["out/bias"].shard_shape == (10,)
     assert plan.bytes_per_device < 0.52 * plan.logical_bytes
 
+    printed = []
+    model.summary(print_fn=printed.append)
+    rows = {line.split()[0]: line.split() for line in printed[0].splitlines() if "(Dense)" in line}
+    assert rows["hidden"][-4:] == ["(S(0),", "S(1))", "544", "272"]     # SBP, parameters, held per device
+    assert rows["out"][-4:] == ["(S(0),", "B)", "330", "170"]
+    assert "Params held per device: 442" in printed[0]
+
 
 def lenet():
     flow.clear_session()
