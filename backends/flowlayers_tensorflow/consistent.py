@@ -22,7 +22,7 @@ from flowlayers.sbp import Split, broadcast, partial_sum
 from . import devices
 from .executable import BaseExecutable, TFMath
 from .lowering import LoweringContext, run_graph, step_error
-from .variables import initial_value
+from .variables import draw
 
 FUSED_STEP = False   # never True outside the test that proves the split step matters
 
@@ -53,6 +53,7 @@ class ConsistentRuntime:
         kind = "GPU" if self.native_nchw else "CPU"
         self.mesh = dtensor.create_mesh(self.axes, devices=[d.replace("/device:", "") for d in self.devices],
                                         device_type=kind)
+        self._draws = {}
 
     supports = staticmethod(supports)
 
@@ -85,8 +86,19 @@ class ConsistentRuntime:
         if value is not None:
             return dtensor.DVariable(self.to_mesh(tf.constant(value), layout), trainable=var.trainable)
         # drawn on the devices, replicated (the same numbers as one device), then sliced locally: no host copy
-        drawn = dtensor.call_with_layout(tf.function(lambda: initial_value(var)), self.replicated(len(var.shape)))
+        seed = dtensor.copy_to_mesh(tf.constant(var.seed(), tf.float64), self.replicated(1))
+        drawn = dtensor.call_with_layout(self._draw(var), self.replicated(len(var.shape)), seed)
         return dtensor.DVariable(dtensor.relayout(drawn, layout), trainable=var.trainable)
+
+    def _draw(self, var):
+        """One traced draw per initializer, shape and dtype, the seed its input (tracing and compiling one per
+        variable cost ~50 ms each); float64, as DTensor folds small int inputs into the program as constants."""
+        sampler, shape, dtype, path = var.initializer.sampler(var.shape), var.shape, var.dtype, var.path
+        key = (repr(sampler), shape, dtype)
+        if key not in self._draws:
+            self._draws[key] = tf.function(lambda seed: draw(sampler, shape, dtype, tf.cast(seed, tf.int64), path),
+                                           autograph=False)
+        return self._draws[key]
 
     def read(self, handle):
         full = dtensor.relayout(tf.convert_to_tensor(handle), self.replicated(handle.shape.rank))
@@ -153,8 +165,9 @@ class ConsistentExecutable(BaseExecutable):
         batch = len(feeds[0]) if feeds and np.ndim(feeds[0]) else None
         plan, forward, apply, fused = self._functions(batch)
         placed = [rt.place(f, plan.sbp[x]) for f, x in zip(feeds, p.inputs)]
-        scalar = lambda v, dt: rt.to_mesh(tf.constant(v, dt), rt.replicated(0))  # noqa: E731
-        lr_t, step_t = scalar(lr, tf.float32), scalar(step, tf.int64)
+        # float64: DTensor folds small replicated int32/int64/float32 inputs into the program as constants, so a
+        # new step counter would compile the step again; float64 inputs it leaves alone
+        lr_t, step_t = (dtensor.copy_to_mesh(tf.constant(v, tf.float64), rt.replicated(0)) for v in (lr, step))
         try:
             with dtensor.default_mesh(rt.mesh):
                 if FUSED_STEP and p.loss is not None:
@@ -185,10 +198,10 @@ class ConsistentExecutable(BaseExecutable):
                 loss = tf.cast(env[p.loss], tf.float32)
                 mean = tf.reduce_sum(loss) / tf.cast(tf.size(loss), tf.float32)
             grads = tape.gradient(mean, trainable, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-            grads = [tf.convert_to_tensor(g) for g in grads]
+            grads = [_unfolded(tf.convert_to_tensor(g)) for g in grads]
         else:
             run_graph(p.nodes, env, self._handles, ctx)
-        updates = [env[b] for _, b in p.updates]
+        updates = [_unfolded(env[b]) for _, b in p.updates]
         outs = []
         for blob, mode in zip(p.outputs, p.output_modes):
             value = tf.reduce_sum(env[blob]) if mode == "sum" else env[blob]
@@ -196,20 +209,27 @@ class ConsistentExecutable(BaseExecutable):
         return outs, grads, updates
 
     def _apply(self, grads, updates, lr, step):
-        p = self.program
+        p, lr = self.program, tf.cast(lr, tf.float32)
         for var, grad in zip(p.trainable, grads):
             handle = self._handles[var.path]
-            grad = dtensor.relayout(grad, self.runtime.variable_layout(var))
+            grad = dtensor.relayout(tf.cast(grad, handle.dtype), self.runtime.variable_layout(var))
             slots = [self._handles[s.path] for s in self.slot_vars[var.path]]
             p.optimizer.update(TFMath, handle, grad, slots, lr, tf.cast(step, tf.float32))
         for (var, _), value in zip(p.updates, updates):
             handle = self._handles[var.path]
-            handle.assign(dtensor.relayout(value, self.runtime.variable_layout(var)))
+            handle.assign(dtensor.relayout(tf.cast(value, handle.dtype), self.runtime.variable_layout(var)))
 
     def _fused(self, plan, feeds, lr, step):
         outs, grads, updates = self._forward(plan, feeds, step)
         self._apply(grads, updates, lr, step)
         return outs
+
+
+def _unfolded(t):
+    """A tensor of under 20 float32s as float64, passed so from the gradient step to the update step: DTensor folds
+    small replicated int32/int64/float32 inputs into a program as constants, and would compile the update step
+    again when one changes (a bias gradient: at the second step)."""
+    return tf.cast(t, tf.float64) if t.dtype == tf.float32 and t.shape.num_elements() < 20 else t
 
 
 class _DTensorContext(LoweringContext):

@@ -6,18 +6,23 @@ from .dtypes import tf_dtype
 
 
 def initial_value(var):
-    kind, p = var.initializer.sampler(var.shape)
-    dtype = tf_dtype(var.dtype)
+    return draw(var.initializer.sampler(var.shape), var.shape, var.dtype, tf.constant(var.seed(), tf.int64), var.path)
+
+
+def draw(sampler, shape, dtype, seed, path):
+    """Values of ``sampler`` (an initializer's ``(kind, params)``) for an int64 ``seed`` pair; with the seed a
+    tensor, one traced draw serves every variable of that initializer, shape and dtype."""
+    kind, p = sampler
+    dtype = tf_dtype(dtype)
     sample_dtype = tf.float32 if dtype in (tf.float16, tf.bfloat16) else dtype
-    seed = tf.constant(var.seed(), tf.int64)
     if kind == "constant":
-        value = tf.fill(var.shape, tf.constant(p["value"], sample_dtype))
+        value = tf.fill(shape, tf.constant(p["value"], sample_dtype))
     elif kind == "uniform":
-        value = tf.random.stateless_uniform(var.shape, seed, p["minval"], p["maxval"], dtype=sample_dtype)
+        value = tf.random.stateless_uniform(shape, seed, p["minval"], p["maxval"], dtype=sample_dtype)
     elif kind == "normal":
-        value = tf.random.stateless_normal(var.shape, seed, p["mean"], p["stddev"], dtype=sample_dtype)
+        value = tf.random.stateless_normal(shape, seed, p["mean"], p["stddev"], dtype=sample_dtype)
     elif kind == "truncated_normal":
-        value = tf.random.stateless_truncated_normal(var.shape, seed, p["mean"], p["stddev"], dtype=sample_dtype)
+        value = tf.random.stateless_truncated_normal(shape, seed, p["mean"], p["stddev"], dtype=sample_dtype)
     else:
-        raise ValueError(f"variable {var.path!r}: unknown initializer sampler {kind!r}")
+        raise ValueError(f"variable {path!r}: unknown initializer sampler {kind!r}")
     return tf.cast(value, dtype)
