@@ -1,0 +1,238 @@
+"""The same model, trained by each contender: flowlayers (Keras face and job-function face), plain Keras 3,
+Keras 3 + ``tf.distribute.MirroredStrategy``, and a hand-written TF DTensor loop with the split step.
+
+A model is a spec, a list of layers::
+
+    [("conv", "conv1", 32, 5), ("pool",), ("flatten",), ("dense", "fc1", 512, "relu"), ("dense", "out", 10, None)]
+
+``make(contender, spec, ...)`` returns a trainer with ``epoch(x, y)`` (one pass, batch 100, no shuffling, SGD
+momentum 0.9, learning rate 0.1, softmax cross-entropy) and ``step(x, y)`` (one batch).  Only the bench imports
+this; it must run in a process whose logical CPU devices are already configured.
+"""
+import re
+
+import numpy as np
+
+BATCH, LR, MOMENTUM = 100, 0.1, 0.9
+
+LENET = [("conv", "conv1", 32, 5), ("pool",), ("conv", "conv2", 64, 5), ("pool",), ("flatten",),
+         ("dense", "fc1", 512, "relu"), ("dense", "out", 10, None)]
+MLP = [("dense", f"fc{i}", 1024, "relu") for i in range(1, 5)] + [("dense", "out", 10, None)]
+DEEP = [("dense", f"fc{i}", 128, "relu") for i in range(1, 200)] + [("dense", "out", 10, None)]
+MODELS = {"lenet": (LENET, (28, 28, 1)), "mlp": (MLP, (784,)), "deep": (DEEP, (784,))}
+# Megatron-style 4-way model parallelism of the MLP: column-split fc1/fc3, row-split fc2/fc4
+MODEL_PARALLEL_RULES = {r"^fc[13]/kernel$": (None, "model"), r"^fc[13]/bias$": ("model",),
+                        r"^fc[24]/kernel$": ("model", None)}
+
+
+def make(contender, spec, input_shape, devices=1, view=None, mesh=None, rules=None):
+    """A trainer for ``contender`` in flow_keras | flow_job | keras | keras_mirrored | dtensor."""
+    mesh = mesh or {"data": devices}
+    return {"flow_keras": FlowKeras, "flow_job": FlowJob, "keras": Keras, "keras_mirrored": Keras,
+            "dtensor": DTensorLoop}[contender](spec, input_shape, devices, view, mesh, rules or {},
+                                               mirrored=contender == "keras_mirrored")
+
+
+def batches(x, y):
+    for i in range(0, len(x) - BATCH + 1, BATCH):
+        yield x[i:i + BATCH], y[i:i + BATCH]
+
+
+# flowlayers ---------------------------------------------------------------------------------------------------
+def _flow_config(devices, view, mesh, rules):
+    import flowlayers as flow
+
+    flow.clear_session()
+    flow.config.set_view(view or "consistent")
+    flow.config.gpu_device_num(devices)
+    flow.config.set_mesh(**mesh)
+    flow.config.set_layout_rules(rules)
+    return flow
+
+
+class FlowKeras:
+    def __init__(self, spec, input_shape, devices, view, mesh, rules, **_):
+        flow = _flow_config(devices, view, mesh, rules)
+        x = h = flow.Input(input_shape, batch_size=BATCH)
+        for kind, *args in spec:
+            if kind == "conv":
+                h = flow.layers.Conv2D(args[1], args[2], padding="same", activation="relu", name=args[0])(h)
+            elif kind == "pool":
+                h = flow.layers.MaxPool2D(2)(h)
+            elif kind == "flatten":
+                h = flow.layers.Flatten()(h)
+            else:
+                h = flow.layers.Dense(args[1], activation=args[2], name=args[0])(h)
+        self.model = flow.Model(x, h)
+        self.model.compile(optimizer=flow.optimizers.SGD(LR, momentum=MOMENTUM),
+                           loss=flow.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+    def epoch(self, x, y):
+        self.model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)
+
+    step = epoch
+
+
+class FlowJob:
+    def __init__(self, spec, input_shape, devices, view, mesh, rules, **_):
+        flow = _flow_config(devices, view, mesh, rules)
+        import flowlayers.typing as tp
+
+        cfg = flow.function_config()
+        cfg.default_logical_view(flow.scope.mirrored_view() if view == "mirrored" else flow.scope.consistent_view())
+
+        @flow.global_function(type="train", function_config=cfg)
+        def train_job(images: tp.Numpy.Placeholder((BATCH,) + tuple(input_shape)),
+                      labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32)) -> tp.Numpy:
+            h = images
+            for kind, *args in spec:
+                if kind == "conv":
+                    h = flow.layers.conv2d(h, args[1], args[2], padding="SAME", data_format="NHWC",
+                                           activation=flow.nn.relu, name=args[0])
+                elif kind == "pool":
+                    h = flow.nn.max_pool2d(h, 2, 2, "VALID", data_format="NHWC")
+                elif kind == "flatten":
+                    h = flow.reshape(h, [BATCH, -1])
+                else:
+                    act = flow.nn.relu if args[2] == "relu" else None
+                    h = flow.layers.dense(h, args[1], activation=act, name=args[0])
+            loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, h)
+            flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [LR]), momentum=MOMENTUM).minimize(loss)
+            return loss
+
+        self.job = train_job
+
+    def step(self, x, y):
+        return self.job(x, y)
+
+    def epoch(self, x, y):
+        for xb, yb in batches(x, y):
+            self.job(xb, yb)
+
+
+# Keras 3 ------------------------------------------------------------------------------------------------------
+class Keras:
+    """Plain Keras 3 on one device, or under ``MirroredStrategy`` over the logical CPU devices."""
+
+    def __init__(self, spec, input_shape, devices, view, mesh, rules, mirrored=False):
+        import contextlib
+
+        import keras
+        import tensorflow as tf
+
+        scope = contextlib.nullcontext()
+        if mirrored:
+            scope = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(devices)]).scope()
+        with scope:
+            x = h = keras.Input(input_shape, batch_size=BATCH)
+            for kind, *args in spec:
+                if kind == "conv":
+                    h = keras.layers.Conv2D(args[1], args[2], padding="same", activation="relu", name=args[0])(h)
+                elif kind == "pool":
+                    h = keras.layers.MaxPool2D(2)(h)
+                elif kind == "flatten":
+                    h = keras.layers.Flatten()(h)
+                else:
+                    h = keras.layers.Dense(args[1], activation=args[2], name=args[0])(h)
+            self.model = keras.Model(x, h)
+            self.model.compile(optimizer=keras.optimizers.SGD(LR, momentum=MOMENTUM),
+                               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+    def epoch(self, x, y):
+        self.model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)
+
+    step = epoch
+
+
+# A hand-written DTensor loop ------------------------------------------------------------------------------------
+class DTensorLoop:
+    """What a user writes on raw TF DTensor: DVariables with layouts, tf.nn ops, and the split step (gradients
+    in one tf.function, the momentum update in another: fused, TF 2.21 silently skips DVariable updates)."""
+
+    def __init__(self, spec, input_shape, devices, view, mesh, rules, **_):
+        import tensorflow as tf
+        from tensorflow.experimental import dtensor
+
+        self.tf, self.dtensor = tf, dtensor
+        self.mesh = dtensor.create_mesh(list(mesh.items()), devices=[f"CPU:{i}" for i in range(devices)],
+                                        device_type="CPU")
+        self.axes = list(mesh)
+        self.spec, self.params, self.slots = spec, {}, []
+        shape = tuple(input_shape)
+        for i, (kind, *args) in enumerate(spec):
+            if kind == "conv":
+                self._param(f"{args[0]}/kernel", (args[2], args[2], shape[-1], args[1]), rules, i)
+                self._param(f"{args[0]}/bias", (args[1],), rules, i)
+                shape = shape[:-1] + (args[1],)
+            elif kind == "pool":
+                shape = (shape[0] // 2, shape[1] // 2, shape[2])
+            elif kind == "flatten":
+                shape = (int(np.prod(shape)),)
+            else:
+                self._param(f"{args[0]}/kernel", (shape[-1], args[1]), rules, i)
+                self._param(f"{args[0]}/bias", (args[1],), rules, i)
+                shape = (args[1],)
+        self.variables = list(self.params.values())
+        self.grads_fn = tf.function(self._grads, autograph=False)
+        self.apply_fn = tf.function(self._apply, autograph=False)
+
+    def _param(self, path, shape, rules, seed):
+        tf, dtensor = self.tf, self.dtensor
+        spec = next((s for p, s in rules.items() if re.search(p, path)), (None,) * len(shape))
+        layout = dtensor.Layout([a or dtensor.UNSHARDED for a in spec], self.mesh)
+        if path.endswith("kernel"):
+            limit = float(np.sqrt(6.0 / (np.prod(shape[:-1]) + shape[-1] * np.prod(shape[:-2]))))
+            value = tf.random.stateless_uniform(shape, [seed, 0], -limit, limit)
+        else:
+            value = tf.zeros(shape)
+        replicated = dtensor.Layout.replicated(self.mesh, len(shape))
+        value = dtensor.relayout(dtensor.copy_to_mesh(value, replicated), layout)
+        self.params[path] = dtensor.DVariable(value)
+        self.slots.append(dtensor.DVariable(dtensor.relayout(dtensor.copy_to_mesh(tf.zeros(shape), replicated),
+                                                             layout)))
+
+    def _forward(self, x):
+        tf, p = self.tf, self.params
+        for kind, *args in self.spec:
+            if kind == "conv":
+                x = tf.nn.relu(tf.nn.conv2d(x, p[f"{args[0]}/kernel"], 1, "SAME") + p[f"{args[0]}/bias"])
+            elif kind == "pool":
+                x = tf.nn.max_pool2d(x, 2, 2, "VALID")
+            elif kind == "flatten":
+                x = tf.reshape(x, (x.shape[0], -1))
+            else:
+                x = tf.matmul(x, p[f"{args[0]}/kernel"]) + p[f"{args[0]}/bias"]
+                x = tf.nn.relu(x) if args[2] == "relu" else x
+        return x
+
+    def _grads(self, x, y):
+        tf = self.tf
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, self._forward(x)))
+        return loss, tape.gradient(loss, self.variables)
+
+    def _apply(self, grads):
+        for var, slot, grad in zip(self.variables, self.slots, grads):
+            slot.assign(MOMENTUM * slot - LR * grad)
+            var.assign_add(slot)
+
+    def _pack(self, a):
+        """The global batch -> a DTensor split over ``data`` (replicated over any other mesh axis)."""
+        tf, dtensor = self.tf, self.dtensor
+        n = self.mesh.size
+        data = dict(zip(self.axes, self.mesh.shape()))
+        parts = np.split(a, data["data"]) if "data" in data else [a]
+        stride = n // len(parts)
+        layout = dtensor.Layout((["data"] if "data" in data else [dtensor.UNSHARDED]) +
+                                [dtensor.UNSHARDED] * (a.ndim - 1), self.mesh)
+        return dtensor.pack([tf.constant(parts[i // stride]) for i in range(n)], layout)
+
+    def step(self, x, y):
+        with self.dtensor.default_mesh(self.mesh):
+            loss, grads = self.grads_fn(self._pack(x), self._pack(y))
+            self.apply_fn(grads)
+        return float(self.dtensor.unpack(loss)[0].numpy())
+
+    def epoch(self, x, y):
+        for xb, yb in batches(x, y):
+            self.step(xb, yb)
