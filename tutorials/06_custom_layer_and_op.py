@@ -102,12 +102,11 @@ def l2_normalize(x, epsilon=1e-12, name=None):
 # as planned, and DTensor runs the same TF ops on every device's shard.
 def register_kernel():
     import tensorflow as tf
-    from flowlayers_tensorflow.kernels import KERNELS
+    from flowlayers_tensorflow import register_kernel as kernel_for
 
+    @kernel_for("l2_normalize", replace=True)   # replace: this function may run twice in one process
     def l2_normalize_kernel(node, x, ctx):
         return tf.math.l2_normalize(x, axis=-1, epsilon=node.attrs["epsilon"])
-
-    KERNELS["l2_normalize"] = l2_normalize_kernel
 
 
 # ---------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """The ``tensorflow`` backend: consistent view on TF DTensor, mirrored view on MirroredStrategy.
 
-Registered under the entry-point group ``flowlayers.backends``.
+Registered under the entry-point group ``flowlayers.backends``.  Custom ops get their kernels with
+``register_kernel`` (see tutorial 06).
 """
+from .kernels import register_kernel  # noqa: F401
 
 
 class Backend:

@@ -2,10 +2,10 @@
 
 Which devices exist: on a GPU host, its GPUs.  On a CPU host flowlayers splits
 the CPU into logical devices when it first starts TensorFlow, making
-``max(n, $FLOWLAYERS_CPU_DEVICES)`` of them; until then any count can still be
-made.  TF cannot add logical devices once it has started, so from then on only
-those exist (a 4-device process serves 1-, 2- and 4-device runtimes from a
-prefix).  Where other code started TF before flowlayers, TF's own logical CPU
+``max(n, $FLOWLAYERS_CPU_DEVICES)`` of them (8 when the variable is unset: they
+cost nothing while unused); until then any count can still be made.  TF cannot
+add logical devices once it has started, so from then on only those exist (an
+8-device process serves 1-, 2-, 4- and 8-device runtimes from a prefix).  Where other code started TF before flowlayers, TF's own logical CPU
 devices (usually one) are all there is.
 """
 import os
@@ -16,6 +16,7 @@ import tensorflow as tf  # noqa: E402
 
 from flowlayers.errors import ConfigError  # noqa: E402
 
+DEFAULT_CPU_DEVICES = 8
 _cpu = {"count": None, "by": None}   # logical CPU devices once TF started, and who started it
 
 
@@ -23,7 +24,7 @@ def devices(n):
     """Names of the first ``n`` devices of this host (``/device:GPU:i`` or ``/device:CPU:i``)."""
     gpus = tf.config.list_physical_devices("GPU")
     if not gpus and _cpu["count"] is None:
-        _start_cpu(max(n, int(os.environ.get("FLOWLAYERS_CPU_DEVICES", "1") or 1)))
+        _start_cpu(max(n, int(os.environ.get("FLOWLAYERS_CPU_DEVICES", "") or DEFAULT_CPU_DEVICES)))
     check(n, f"flow.config.gpu_device_num({n})")
     return [f"/device:{'GPU' if gpus else 'CPU'}:{i}" for i in range(n)]
 
