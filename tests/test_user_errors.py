@@ -370,3 +370,13 @@ def test_job_function_when_tensorflow_started_first_with_fewer_devices():
     for words in ("'train_job'", "gpu_device_num(2)", "at most 1 devices", "received 2", "started by code"):
         assert words in error, error
     assert "DIFF 0.0" in out.stdout, out.stdout
+
+
+def test_a_kernel_is_not_shadowed_by_accident():
+    from flowlayers_tensorflow import register_kernel
+    from flowlayers_tensorflow.kernels import KERNELS
+
+    relu = KERNELS["relu"]
+    with pytest.raises(flow.ConfigError, match=r"register_kernel\('relu'\).*already has a kernel.*replace=True"):
+        register_kernel("relu")(lambda node, x, ctx: x)
+    assert KERNELS["relu"] is relu
