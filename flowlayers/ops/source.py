@@ -14,7 +14,8 @@ def placeholder(shape, dtype, name, kind="numpy"):
     attrs = {"shape": tuple(shape), "dtype": dtype, "kind": kind}
     axes = mesh_axes()
     if axes is not None:
-        attrs["sbp"] = tuple(Split(0) if a == "data" and len(shape) else broadcast for a, _ in axes)
+        attrs["sbp"] = tuple(Split(0) if a == "data" and len(shape) and (shape[0] is None or shape[0] % n == 0)
+                             else broadcast for a, n in axes)   # as the planner will (plan.source_sbp)
     return apply(PLACEHOLDER, [], attrs, name)
 
 
