@@ -1,10 +1,11 @@
-"""One compiled Program for a strategy runtime: a single tf.function per step.
+"""One compiled Program for a strategy runtime (one device, or the mirrored view on N): one tf.function per step.
 
-Train step, per replica: forward, the loss summed locally and divided by the
-element count of the whole logical batch, gradients all-reduced (SUM) — so N
-replicas compute exactly the one-device mean gradient, even for uneven last
-batches.  The optimizer rule then runs on every replica's copy of each
-variable through ``strategy.extended.update``.
+Train step: on each device, that replica's forward and backward (the loss summed locally, gradients of that
+sum) — one traced function, called once per device with that device's copies of the variables as arguments,
+so it is traced once whatever N.  Then ONE all-reduce (SUM) of everything the replicas must agree on, packed
+flat: element counts, gradients, layer state updates and summed outputs; the gradients are divided by the
+global element count, so N replicas compute the one-device mean gradient, even for uneven last batches.  Then
+the optimizer rule on every device's copy (a second shared traced function).
 """
 import tensorflow as tf
 
@@ -48,11 +49,20 @@ class BaseExecutable:
 
 class Executable(BaseExecutable):
     def _retrace(self):
+        p = self.program
         self._fn = tf.function(self._step, reduce_retracing=True, autograph=False)
-        # XLA compiles each replica's forward and backward; collectives and updates stay outside
-        self._compute = self._local
-        if self.program.jit_compile:
-            self._compute = tf.function(self._local, jit_compile=True, autograph=False)
+        # On N devices, the replica's step and the update are functions traced once and called per device; on one
+        # they are inlined (a call with hundreds of variable arguments costs more there than it saves).  XLA, if
+        # asked, compiles each replica's forward and backward; the collective and updates stay outside.
+        shared = self.runtime.num_replicas > 1
+        self._local_fn, self._apply_fn = self._local, self._apply
+        if shared or p.jit_compile:
+            self._local_fn = tf.function(self._local, reduce_retracing=True, autograph=False,
+                                         jit_compile=p.jit_compile or None)
+        if shared:
+            self._apply_fn = tf.function(self._apply, autograph=False)
+        self._paths = [v.path for v in p.variables]
+        self._slot_paths = [s.path for v in p.trainable for s in self.slot_vars[v.path]]
 
     def __call__(self, feeds, lr=0.0, step=1):
         self._current_handles()
@@ -67,54 +77,63 @@ class Executable(BaseExecutable):
 
     # The traced step ----------------------------------------------------
     def _step(self, feeds, lr, step):
-        p, strategy = self.program, self.runtime.strategy
-        results = strategy.run(self._replica_step, args=tuple(feeds) if feeds else (), kwargs={"step": step})
-        grads, updates, outs = results
-        # Outputs that read a variable but feed no gradient are not ordered before its update by TF's automatic
-        # control dependencies: seen returning post-update values (tests/parallel/test_signatures.py). Order them.
-        with tf.control_dependencies([t for o in outs for t in strategy.experimental_local_results(o)]):
-            if p.loss is not None:
-                for var, grad in zip(p.trainable, grads):
-                    slots = [self._handles[s.path] for s in self.slot_vars[var.path]]
-                    strategy.extended.update(self._handles[var.path], self._apply, args=(grad, *slots),
-                                             kwargs={"lr": lr, "step": step}, group=False)
-            for (var, _), value in zip(p.updates, updates):
-                strategy.extended.update(self._handles[var.path], lambda v, x: v.assign(x), args=(value,),
-                                         group=False)
-        return outs
+        """``feeds``: per input, one tensor per device.  Returns per output one tensor per device."""
+        p, rt = self.program, self.runtime
+        n, modes = rt.num_replicas, p.output_modes
+        copies = [rt.local_variables(self._handles, i) for i in range(n)]
+        replicas = []
+        for i, device in enumerate(rt.devices):
+            with tf.device(device):
+                replicas.append(self._local_fn([f[i] for f in feeds], [copies[i][k] for k in self._paths], step,
+                                               tf.constant(i)))
+        # what the replicas agree on, summed over them: element count, gradients, state updates, summed outputs
+        shared = [[size] + grads + updates + [o for o, m in zip(outs, modes) if m == "sum"]
+                  for size, grads, updates, outs in replicas]
+        if n > 1 and (p.loss is not None or p.updates or "sum" in modes):
+            shared = rt.all_reduce(shared)
+        results = []
+        for i, device in enumerate(rt.devices):
+            _, grads, updates, outs = replicas[i]
+            count, rest = shared[i][0], iter(shared[i][1:])
+            grads = [next(rest) / tf.cast(count, g.dtype) for g in grads]
+            updates = [next(rest) / n if n > 1 else next(rest) for _ in updates]
+            results.append([next(rest) if m == "sum" else o for o, m in zip(outs, modes)])
+            if p.loss is not None or p.updates:
+                # the outputs first: one that reads a variable without feeding a gradient must not see the update
+                with tf.device(device), tf.control_dependencies(results[-1]):
+                    self._apply_fn(grads, updates, [copies[i][v.path] for v in p.trainable],
+                                   [copies[i][k] for k in self._slot_paths], [copies[i][v.path] for v, _ in p.updates],
+                                   lr, step)
+        return [list(per_output) for per_output in zip(*results)]
 
-    def _apply(self, var, grad, *slots, lr, step):
-        self.program.optimizer.update(TFMath, var, grad, list(slots), lr, tf.cast(step, tf.float32))
+    def _apply(self, grads, updates, trainable, slots, updated, lr, step):
+        """One device's optimizer step on its copies of the variables."""
+        p, slots = self.program, iter(slots)
+        step = tf.cast(step, tf.float32)
+        for var, handle, grad in zip(p.trainable, trainable, grads):
+            p.optimizer.update(TFMath, handle, grad, [next(slots) for _ in self.slot_vars[var.path]], lr, step)
+        for handle, value in zip(updated, updates):
+            handle.assign(value)
 
-    def _replica_step(self, *feeds, step):
-        p = self.program
-        rctx = tf.distribute.get_replica_context()
-        local_sum, size, grads, updates, outs = self._compute(list(feeds), step, rctx.replica_id_in_sync_group)
-        n = self.runtime.num_replicas
-        if p.loss is not None:
-            count = rctx.all_reduce("sum", size)
-            grads = rctx.all_reduce("sum", [g / count for g in grads])
-            updates = [rctx.all_reduce("sum", u) / n if n > 1 else u for u in updates]
-        outs = [rctx.all_reduce("sum", o) if mode == "sum" else o for o, mode in zip(outs, p.output_modes)]
-        return grads, updates, outs
-
-    def _local(self, feeds, step, replica_id):
-        """One replica's forward (and backward): no collectives, so XLA may compile it whole."""
+    def _local(self, feeds, variables, step, replica_id):
+        """One replica's forward (and backward) on its copies of the variables: no collectives, so XLA may
+        compile it whole.  Returns (element count, gradients of the local loss sum, state updates, outputs)."""
         p = self.program
         ctx = LoweringContext(p.phase, step, self._seed, self.runtime.native_nchw, replica_id)
+        handles = dict(zip(self._paths, variables))
         env = dict(zip(p.inputs, feeds))
-        local_sum, size, grads = tf.constant(0.0), tf.constant(0.0), []
+        size, grads = tf.constant(0.0), []
         if p.loss is not None:
-            trainable = [self._handles[v.path] for v in p.trainable]
             with tf.GradientTape() as tape:
-                run_graph(p.nodes, env, self._handles, ctx)
+                run_graph(p.nodes, env, handles, ctx)
                 loss = tf.cast(env[p.loss], tf.float32)
                 local_sum = tf.reduce_sum(loss)
             size = tf.cast(tf.size(loss), tf.float32)
-            grads = tape.gradient(local_sum, trainable, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            grads = tape.gradient(local_sum, [handles[v.path] for v in p.trainable],
+                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
             grads = [tf.convert_to_tensor(g) for g in grads]
         else:
-            run_graph(p.nodes, env, self._handles, ctx)
+            run_graph(p.nodes, env, handles, ctx)
         updates = [env[b] for _, b in p.updates]
         outs = [tf.reduce_sum(env[b]) if mode == "sum" else env[b] for b, mode in zip(p.outputs, p.output_modes)]
-        return local_sum, size, grads, updates, outs
+        return size, grads, updates, outs

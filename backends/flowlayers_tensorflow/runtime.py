@@ -1,8 +1,11 @@
-"""Runtimes of the single-device and mirrored views: one ``tf.distribute`` strategy each.
+"""Runtimes of the single-device and mirrored views.
 
-One device uses TF's default strategy pinned to that device; N devices use
-``MirroredStrategy``.  The same step code serves both.
+One device: plain variables on that device.  N devices: ``MirroredStrategy`` variables (one copy per device);
+the step (executable.py) runs each replica on its device's copies and agrees on gradients with one
+collective all-reduce.  The same step code serves both.
 """
+import itertools
+
 import numpy as np
 import tensorflow as tf
 
@@ -21,6 +24,13 @@ class StrategyRuntime:
         self.num_replicas = n
         self.native_nchw = devices.is_gpu(self.devices[0])
         self.strategy = _mirrored_strategy(self.devices) if n > 1 else tf.distribute.get_strategy()
+        if n > 1:
+            self.group_key = next(_group_keys)
+            # one per device: the collectives of a step are ordered through it (without, TF may run none)
+            self._tokens = []
+            for device in self.devices:
+                with tf.device(device):
+                    self._tokens.append(tf.Variable(0.0, trainable=False, name="collective_ordering"))
 
     def __repr__(self):
         return f"<tensorflow runtime view={self.view} devices={self.devices}>"
@@ -49,24 +59,51 @@ class StrategyRuntime:
         return Executable(self, program)
 
     def place(self, feed, kind):
-        """A host batch -> the step's input: a tensor, or one per replica."""
-        if self.num_replicas == 1:
-            with tf.device(self.devices[0]):
-                return tf.constant(feed[0] if kind == "list" else feed)
-        parts = feed if kind == "list" else np.array_split(feed, self.num_replicas)
-        return self.strategy.experimental_distribute_values_from_function(
-            lambda ctx: tf.constant(parts[ctx.replica_id_in_sync_group]))
+        """A host batch -> the step's input: one tensor per device, its rows of the batch (or its own array)."""
+        parts = feed if kind == "list" else np.array_split(feed, self.num_replicas) if self.num_replicas > 1 else [feed]
+        placed = []
+        for device, part in zip(self.devices, parts):
+            with tf.device(device):
+                placed.append(tf.constant(part))
+        return placed
 
-    def local_results(self, value):
-        return [t.numpy() for t in self.strategy.experimental_local_results(value)]
+    def local_variables(self, handles, i):
+        """``{path: the copy device i holds}`` for engine handles by path."""
+        if self.num_replicas == 1:
+            return handles
+        return {path: self.strategy.experimental_local_results(h)[i] for path, h in handles.items()}
+
+    def all_reduce(self, per_device):
+        """Sum each position of ``per_device`` (one list of tensors per device) over the devices, inside a step.
+
+        One collective per dtype: each device's tensors are flattened into one vector (a collective per tensor
+        costs a rendezvous each and hundreds of ops to trace for a deep model).
+        """
+        out = [list(tensors) for tensors in per_device]
+        positions = {}
+        for j, t in enumerate(per_device[0]):
+            positions.setdefault(t.dtype, []).append(j)
+        for dtype, js in positions.items():
+            shapes = [per_device[0][j].shape for j in js]
+            instance = next(_instance_keys)
+            for i, device in enumerate(self.devices):
+                with tf.device(device):
+                    flat = tf.concat([tf.reshape(per_device[i][j], [-1]) for j in js], 0)
+                    flat = tf.raw_ops.CollectiveReduceV2(
+                        input=flat, group_size=self.num_replicas, group_key=self.group_key, instance_key=instance,
+                        ordering_token=[self._tokens[i].handle], merge_op="Add", final_op="Id")
+                    pieces = tf.split(flat, [s.num_elements() for s in shapes])
+                    for j, piece, shape in zip(js, pieces, shapes):
+                        out[i][j] = tf.reshape(piece, shape)
+        return out
 
     def fetch(self, value, mode):
-        """A step output -> host numpy, per the Program's output mode."""
-        parts = self.local_results(value)
+        """A step output (one tensor per device) -> host numpy, per the Program's output mode."""
+        if mode == "sum":
+            return value[0].numpy()     # the same on every device
+        parts = [t.numpy() for t in value]
         if mode == "list":
             return parts
-        if mode == "sum":
-            return parts[0]
         if parts[0].ndim == 0:
             return np.mean(parts, dtype=parts[0].dtype) if len(parts) > 1 else parts[0]
         return np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
@@ -76,6 +113,9 @@ class StrategyRuntime:
 
 
 _strategies_made = [0]
+# group and instance keys of the steps' own collectives: apart from MirroredStrategy's (counted from 1 + base)
+_group_keys = itertools.count(2_000_000_000, -1)
+_instance_keys = itertools.count(1_000_000_000)
 
 
 def _mirrored_strategy(devices):
