@@ -166,8 +166,9 @@ class ConsistentExecutable(BaseExecutable):
         plan, forward, apply, fused = self._functions(batch)
         placed = [rt.place(f, plan.sbp[x]) for f, x in zip(feeds, p.inputs)]
         # float64: DTensor folds small replicated int32/int64/float32 inputs into the program as constants, so a
-        # new step counter would compile the step again; float64 inputs it leaves alone
-        lr_t, step_t = (dtensor.copy_to_mesh(tf.constant(v, tf.float64), rt.replicated(0)) for v in (lr, step))
+        # new step counter would compile the step again; float64 inputs it leaves alone.  Plain scalars: DTensor
+        # broadcasts them to the default mesh itself, at half the cost of copy_to_mesh
+        lr_t, step_t = tf.constant(lr, tf.float64), tf.constant(step, tf.float64)
         try:
             with dtensor.default_mesh(rt.mesh):
                 if FUSED_STEP and p.loss is not None:

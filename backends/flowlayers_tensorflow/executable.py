@@ -30,17 +30,22 @@ class BaseExecutable:
     def __init__(self, runtime, program):
         self.runtime, self.program = runtime, program
         self.slot_vars = program.slots()
-        self._handles = None
+        self._variables = list(program.variables) + [s for slots in self.slot_vars.values() for s in slots]
+        self._handles, self._rules = None, None
         self._seed = config.seed()
 
     def _current_handles(self):
-        """Engine handles by path, materialised here; when one moved (a view switch and back),
-        ``_retrace`` drops the traced functions that captured the old ones."""
-        variables = list(self.program.variables) + [s for slots in self.slot_vars.values() for s in slots]
-        handles = {v.path: v._live_handle(self.runtime) for v in variables}
+        """Engine handles by path, materialised here; when one moved (a view switch and back, new layout
+        rules), ``_retrace`` drops the traced functions that captured the old ones."""
+        rules = config.layout_rules()
+        if rules == self._rules and all(v._runtime is self.runtime and v._handle is self._handles[v.path]
+                                        for v in self._variables):
+            return self._handles    # every step: nothing moved (re-deriving each layout costs ms on big models)
+        handles = {v.path: v._live_handle(self.runtime) for v in self._variables}
         if self._handles is None or any(handles[k] is not self._handles[k] for k in handles):
             self._handles = handles
             self._retrace()
+        self._rules = rules
         return handles
 
     def _retrace(self):
