@@ -10,6 +10,8 @@ Fusing them leaves most DVariables silently un-updated in TF 2.21
 (``../shared/notes/dtensor_fused_update_bug.py``); ``FUSED_STEP`` exists only
 so a test can prove the equivalence tests catch that.
 """
+import functools
+
 import numpy as np
 import tensorflow as tf
 from tensorflow.experimental import dtensor
@@ -96,8 +98,8 @@ class ConsistentRuntime:
         sampler, shape, dtype, path = var.initializer.sampler(var.shape), var.shape, var.dtype, var.path
         key = (repr(sampler), shape, dtype)
         if key not in self._draws:
-            self._draws[key] = tf.function(lambda seed: draw(sampler, shape, dtype, tf.cast(seed, tf.int64), path),
-                                           autograph=False)
+            # a partial, not a lambda: TF warns of "frequent retracing" by code object, and every key traces once
+            self._draws[key] = tf.function(functools.partial(draw, sampler, shape, dtype, path=path), autograph=False)
         return self._draws[key]
 
     def read(self, handle):
@@ -210,12 +212,12 @@ class ConsistentExecutable(BaseExecutable):
         return outs, grads, updates
 
     def _apply(self, grads, updates, lr, step):
-        p, lr = self.program, tf.cast(lr, tf.float32)
+        p, lr, step = self.program, tf.cast(lr, tf.float32), tf.cast(step, tf.float32)
         for var, grad in zip(p.trainable, grads):
             handle = self._handles[var.path]
             grad = dtensor.relayout(tf.cast(grad, handle.dtype), self.runtime.variable_layout(var))
             slots = [self._handles[s.path] for s in self.slot_vars[var.path]]
-            p.optimizer.update(TFMath, handle, grad, slots, lr, tf.cast(step, tf.float32))
+            p.optimizer.update(TFMath, handle, grad, slots, lr, step)
         for (var, _), value in zip(p.updates, updates):
             handle = self._handles[var.path]
             handle.assign(dtensor.relayout(tf.cast(value, handle.dtype), self.runtime.variable_layout(var)))

@@ -10,9 +10,10 @@ def initial_value(var):
 
 
 def draw(sampler, shape, dtype, seed, path):
-    """Values of ``sampler`` (an initializer's ``(kind, params)``) for an int64 ``seed`` pair; with the seed a
-    tensor, one traced draw serves every variable of that initializer, shape and dtype."""
+    """Values of ``sampler`` (an initializer's ``(kind, params)``) for a ``seed`` pair of integers (any numeric
+    dtype); with the seed a tensor, one traced draw serves every variable of that initializer, shape and dtype."""
     kind, p = sampler
+    seed = tf.cast(seed, tf.int64)
     dtype = tf_dtype(dtype)
     sample_dtype = tf.float32 if dtype in (tf.float16, tf.bfloat16) else dtype
     if kind == "constant":
