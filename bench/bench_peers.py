@@ -333,9 +333,10 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--images-lenet", type=int, default=2000)
     parser.add_argument("--images-mlp", type=int, default=4000)
-    parser.add_argument("--smoke", action="store_true", help="three LeNet configurations, 200 images, one round")
+    parser.add_argument("--smoke", action="store_true", help="two LeNet configurations, 200 images, one round")
     parser.add_argument("--out", default=str(HERE / "RESULTS.md"))
     parser.add_argument("--profile", action="store_true", help="after timing, print a cProfile of one epoch each")
+    parser.add_argument("--only", help="comma-separated substrings: keep configurations whose label has one")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--images", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -346,8 +347,7 @@ def main():
     if args.smoke:
         args.repeats, args.images_lenet = 1, 200
         loads.append(load())
-        groups["lenet"] = run_group([config("lenet", "flow_keras", 2, "consistent"),
-                                     config("lenet", "flow_job", 2, "mirrored"), config("lenet", "dtensor", 2)],
+        groups["lenet"] = run_group([config("lenet", "flow_job", 2, "consistent"), config("lenet", "dtensor", 2)],
                                     200, 1, echo)
     else:
         models, devices = args.models.split(","), [int(d) for d in args.devices.split(",")]
@@ -357,6 +357,8 @@ def main():
             loads.append(load())
             echo(f"{model} (load {loads[-1]})")
             configs = model_parallel() if model == "mlp_mp" else data_parallel(model, devices)
+            if args.only:
+                configs = [c for c in configs if any(w in label(c) for w in args.only.split(","))]
             images = args.images_lenet if model == "lenet" else args.images_mlp
             groups[model] = run_group(configs, images, args.repeats, echo, args.profile)
         if "deep" in models:
