@@ -307,7 +307,9 @@ def report(args, groups, deep_results, loads, started):
              f"per configuration, warm-up excluded; build = model construction + compile(); 1st + 2nd step include "
              f"tracing and graph compilation (DTensor compiles again at the 2nd step when a small input changed). "
              f"Peak RSS is the worker process's high-water mark; in brackets, its growth over the imports. "
-             f"1-minute load average at the start of each group: {', '.join(loads)}. "
+             f"1-minute load average at the start of each group: {', '.join(loads)}; at the end: {load()} (other "
+             f"engineers' tests share the machine). Where the time goes and what was changed: "
+             f"[PERFORMANCE.md](PERFORMANCE.md). "
              f"Command: `python bench/bench_peers.py {' '.join(sys.argv[1:])}`.", ""]
     titles = {"lenet": f"LeNet (conv32-pool-conv64-pool-dense512-dense10), {args.images_lenet} images",
               "mlp": f"MLP, four 1024-wide Dense layers, data parallel, {args.images_mlp} images",
@@ -321,8 +323,8 @@ def report(args, groups, deep_results, loads, started):
                   ""] + deep_table(deep_results) + [""]
     lines += ["## Targets", "", "| target | measured | met |", "|---|---|---|"]
     for name, value, ok in targets(groups, deep_results):
-        unit = "s" if "build" in name else "x"
-        lines.append(f"| {name} | {value:.2f}{unit} | {'yes' if ok else '**no**'} |")
+        figure = f"{value:.2f} s" if "build" in name else f"{value:.3f}x"
+        lines.append(f"| {name} | {figure} | {'yes' if ok else '**no**'} |")
     return "\n".join(lines) + "\n"
 
 

@@ -2,10 +2,10 @@
 
 Train step: on each device, that replica's forward and backward (the loss summed locally, gradients of that
 sum) — one traced function, called once per device with that device's copies of the variables as arguments,
-so it is traced once whatever N.  Then ONE all-reduce (SUM) of everything the replicas must agree on, packed
-flat: element counts, gradients, layer state updates and summed outputs; the gradients are divided by the
-global element count, so N replicas compute the one-device mean gradient, even for uneven last batches.  Then
-the optimizer rule on every device's copy (a second shared traced function).
+so it is traced once whatever N.  Then one all-reduce (SUM, see ``StrategyRuntime.all_reduce``) of everything
+the replicas must agree on: element counts, gradients, layer state updates and summed outputs; the gradients
+are divided by the global element count, so N replicas compute the one-device mean gradient, even for uneven
+last batches.  Then the optimizer rule on every device's copy (a second shared traced function).
 """
 import tensorflow as tf
 
