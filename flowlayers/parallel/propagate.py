@@ -45,14 +45,20 @@ def legal(sig, node, specs, n, taken=None):
     return True
 
 
-def _cost(src, dst, size, n):
-    """Planner cost of one Boxing: its bytes, plus a fixed latency for each real collective."""
+def _cost(src, dst, size, n, whole_partials=False):
+    """Planner cost of one Boxing: its bytes, plus a fixed latency for each real collective.
+
+    ``whole_partials`` charges a reduce-scatter as an all-reduce and a slice: the planner's second try, which
+    keeps the greedy choice from entering split chains (P->S, later S->B) that cost more than one all-reduce.
+    """
     kind = boxing.collective(src, dst)
     latency = LATENCY_BYTES if kind is not None and kind not in boxing.LOCAL and n > 1 else 0.0
+    if whole_partials and kind == "reduce-scatter":
+        return boxing.cost(src, broadcast, size, n) + boxing.cost(broadcast, dst, size, n) + latency
     return boxing.cost(src, dst, size, n) + latency
 
 
-def choose(node, specs, axis_index, n, taken=None, out_wants=None, supports=None):
+def choose(node, specs, axis_index, n, taken=None, out_wants=None, supports=None, whole_partials=False):
     """The cheapest legal signature of ``node`` on one mesh axis of ``n`` devices, and its cost.
 
     The cost is the Boxing of the inputs to the signature and, when ``out_wants`` gives what each output's
@@ -63,10 +69,10 @@ def choose(node, specs, axis_index, n, taken=None, out_wants=None, supports=None
     for sig in _offered(node, supports):
         if not legal(sig, node, specs, n, taken):
             continue
-        c = sum(_cost(cur, want, boxing.nbytes(x.shape, x.dtype), n)
+        c = sum(_cost(cur, want, boxing.nbytes(x.shape, x.dtype), n, whole_partials)
                 for cur, want, x in zip(in_sbps, sig.inputs, node.inputs))
         for out, (shape, dtype), wants in zip(sig.outputs, specs, out_wants or ()):
-            c += sum(_cost(out, w[axis_index], boxing.nbytes(shape, dtype), n) for w in wants)
+            c += sum(_cost(out, w[axis_index], boxing.nbytes(shape, dtype), n, whole_partials) for w in wants)
         if c < best_cost:
             best, best_cost = sig, c
     return best, best_cost
@@ -78,11 +84,11 @@ def _offered(node, supports):
     return [s for s in sigs if supports is None or supports(node.op.name, s)]
 
 
-def signatures(node, specs, axes, out_wants=None, supports=None):
+def signatures(node, specs, axes, out_wants=None, supports=None, whole_partials=False):
     """One Signature per mesh axis for ``node``: forced, a constraint's own, or the cheapest.
 
     ``node.inputs`` carry ``.shape``, ``.dtype``, ``.ndim`` and ``.sbp`` (nd-SBP); ``out_wants`` see choose;
-    ``supports`` is the backend's say on which signatures it can realise.
+    ``supports`` is the backend's say on which signatures it can realise; ``whole_partials`` see _cost.
     """
     forced = node.attrs.get("signature")
     if forced is not None and len(forced) != len(axes):
@@ -101,7 +107,7 @@ def signatures(node, specs, axes, out_wants=None, supports=None):
                                f"expected one this backend can realise for these shapes: "
                                f"{[s for s in options if legal(s, node, specs, n, taken)]}")
         else:
-            sig, _ = choose(node, specs, i, n, taken, out_wants, supports)
+            sig, _ = choose(node, specs, i, n, taken, out_wants, supports, whole_partials)
             sig = sig or Signature((broadcast,) * len(node.inputs), (broadcast,) * len(specs))
         for used, s in zip(taken[0] + taken[1], sig.inputs + sig.outputs):
             used |= _dims([s])

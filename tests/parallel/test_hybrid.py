@@ -82,6 +82,35 @@ def test_megatron_mlp_on_2x2_mesh_matches_one_device():
     assert "Params held per device: 442" in printed[0]
 
 
+def deep_mlp():
+    flow.clear_session()
+    x = flow.Input((16,))
+    h = flow.layers.Dense(32, activation="relu", name="fc1")(x)
+    h = flow.layers.Dense(32, activation="relu", name="fc2")(h)
+    h = flow.layers.Dense(32, activation="relu", name="fc3")(h)
+    h = flow.layers.Dense(32, activation="relu", name="fc4")(h)
+    return compiled(flow.Model(x, flow.layers.Dense(10, name="out")(h)))
+
+
+def test_megatron_pairs_on_a_model_only_mesh_take_one_all_reduce_each():
+    """Greedy choice once took reduce-scatter + all-gather per pair here (and their backward mirror images):
+    11 collectives where 3 all-reduces do; the planner's second try finds the cheaper plan."""
+    xy = data((16,))
+    use("mirrored", 1)
+    reference = fit(deep_mlp(), xy)
+
+    use("consistent", 2, model=2)
+    flow.config.set_layout_rules({r"^fc[13]/kernel$": (None, "model"), r"^fc[13]/bias$": ("model",),
+                                  r"^fc[24]/kernel$": ("model", None)})
+    model = deep_mlp()
+    assert max_diff(fit(model, xy), reference) < 1e-5
+    plan = model.parallel_plan(batch_size=BATCH)
+    assert [(b.producer, b.consumer, b.collectives, b.phase) for b in plan.boxing] == [
+        ("fc2/matmul", "fc2/bias_add", (("model", "all-reduce"),), "forward"),
+        ("fc4/matmul", "fc4/bias_add", (("model", "all-reduce"),), "forward"),
+        ("grad of fc3/matmul", "fc2/relu", (("model", "all-reduce"),), "backward")], str(plan)
+
+
 def lenet():
     flow.clear_session()
     x = flow.Input((1, 8, 8))
