@@ -308,8 +308,8 @@ def report(args, groups, deep_results, loads, started):
              f"tracing and graph compilation (DTensor compiles again at the 2nd step when a small input changed). "
              f"Peak RSS is the worker process's high-water mark; in brackets, its growth over the imports. "
              f"1-minute load average at the start of each group: {', '.join(loads)}; at the end: {load()} (other "
-             f"engineers' tests share the machine). Where the time goes and what was changed: "
-             f"[PERFORMANCE.md](PERFORMANCE.md). "
+             f"engineers' tests share the machine). How to read these figures, and where the time goes: "
+             f"`docs/performance.md`. "
              f"Command: `python bench/bench_peers.py {' '.join(sys.argv[1:])}`.", ""]
     titles = {"lenet": f"LeNet (conv32-pool-conv64-pool-dense512-dense10), {args.images_lenet} images",
               "mlp": f"MLP, four 1024-wide Dense layers, data parallel, {args.images_mlp} images",
