@@ -335,7 +335,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--images-lenet", type=int, default=2000)
     parser.add_argument("--images-mlp", type=int, default=4000)
-    parser.add_argument("--smoke", action="store_true", help="two LeNet configurations, 200 images, one round")
+    parser.add_argument("--smoke", action="store_true", help="one LeNet configuration per contender, 200 images, one round")
     parser.add_argument("--out", default=str(HERE / "RESULTS.md"))
     parser.add_argument("--profile", action="store_true", help="after timing, print a cProfile of one epoch each")
     parser.add_argument("--only", help="comma-separated substrings: keep configurations whose label has one")
@@ -349,8 +349,9 @@ def main():
     if args.smoke:
         args.repeats, args.images_lenet = 1, 200
         loads.append(load())
-        groups["lenet"] = run_group([config("lenet", "flow_job", 2, "consistent"), config("lenet", "dtensor", 2)],
-                                    200, 1, echo)
+        smoke = [config("lenet", "flow_job", 2, "consistent"), config("lenet", "flow_keras", 2, "mirrored"),
+                 config("lenet", "keras_mirrored", 2), config("lenet", "dtensor", 2)]
+        groups["lenet"] = run_group(smoke, 200, 1, echo)
     else:
         models, devices = args.models.split(","), [int(d) for d in args.devices.split(",")]
         for model in models:

@@ -38,6 +38,20 @@ def batches(x, y):
         yield x[i:i + BATCH], y[i:i + BATCH]
 
 
+def keras_stack(layers, x, spec):
+    """``spec`` applied to ``x`` with Keras-style ``layers``: ``flow.layers`` and ``keras.layers`` alike."""
+    for kind, *args in spec:
+        if kind == "conv":
+            x = layers.Conv2D(args[1], args[2], padding="same", activation="relu", name=args[0])(x)
+        elif kind == "pool":
+            x = layers.MaxPool2D(2)(x)
+        elif kind == "flatten":
+            x = layers.Flatten()(x)
+        else:
+            x = layers.Dense(args[1], activation=args[2], name=args[0])(x)
+    return x
+
+
 # flowlayers ---------------------------------------------------------------------------------------------------
 def _flow_config(devices, view, mesh, rules):
     import flowlayers as flow
@@ -53,17 +67,8 @@ def _flow_config(devices, view, mesh, rules):
 class FlowKeras:
     def __init__(self, spec, input_shape, devices, view, mesh, rules, **_):
         flow = _flow_config(devices, view, mesh, rules)
-        x = h = flow.Input(input_shape, batch_size=BATCH)
-        for kind, *args in spec:
-            if kind == "conv":
-                h = flow.layers.Conv2D(args[1], args[2], padding="same", activation="relu", name=args[0])(h)
-            elif kind == "pool":
-                h = flow.layers.MaxPool2D(2)(h)
-            elif kind == "flatten":
-                h = flow.layers.Flatten()(h)
-            else:
-                h = flow.layers.Dense(args[1], activation=args[2], name=args[0])(h)
-        self.model = flow.Model(x, h)
+        x = flow.Input(input_shape, batch_size=BATCH)
+        self.model = flow.Model(x, keras_stack(flow.layers, x, spec))
         self.model.compile(optimizer=flow.optimizers.SGD(LR, momentum=MOMENTUM),
                            loss=flow.losses.SparseCategoricalCrossentropy(from_logits=True))
 
@@ -124,17 +129,8 @@ class Keras:
         if mirrored:
             scope = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(devices)]).scope()
         with scope:
-            x = h = keras.Input(input_shape, batch_size=BATCH)
-            for kind, *args in spec:
-                if kind == "conv":
-                    h = keras.layers.Conv2D(args[1], args[2], padding="same", activation="relu", name=args[0])(h)
-                elif kind == "pool":
-                    h = keras.layers.MaxPool2D(2)(h)
-                elif kind == "flatten":
-                    h = keras.layers.Flatten()(h)
-                else:
-                    h = keras.layers.Dense(args[1], activation=args[2], name=args[0])(h)
-            self.model = keras.Model(x, h)
+            x = keras.Input(input_shape, batch_size=BATCH)
+            self.model = keras.Model(x, keras_stack(keras.layers, x, spec))
             self.model.compile(optimizer=keras.optimizers.SGD(LR, momentum=MOMENTUM),
                                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 
