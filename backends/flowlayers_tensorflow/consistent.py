@@ -152,20 +152,32 @@ class ConsistentExecutable(BaseExecutable):
         self._fns = {}
 
     def _functions(self, batch):
-        """(forward-or-grads fn, apply fn) for a fed batch size; the plan depends on whether it splits."""
+        """(plan, forward-or-grads fn, fused fn) for a fed batch size; the plan depends on whether it splits."""
         if batch not in self._fns:
             plan = self._plan(batch)
             jit = self.program.jit_compile or None
             self._fns[batch] = (plan, tf.function(lambda *a: self._forward(plan, *a), jit_compile=jit, autograph=False),
-                                tf.function(self._apply, jit_compile=jit, autograph=False),
                                 tf.function(lambda *a: self._fused(plan, *a), jit_compile=jit, autograph=False))
         return self._fns[batch]
+
+    def _apply_fn(self, batch, grads):
+        """The update step for a batch size.  A gradient is relaid out to its variable's layout only where it
+        arrives in another; DTensor picks the layouts of a function's outputs, so that is known once the gradient
+        step has run (a relayout that moves nothing still costs tracing and SPMD expansion: 400 in a 200-layer
+        MLP)."""
+        key = ("apply", batch)
+        if key not in self._fns:
+            moves = tuple(dtensor.fetch_layout(g).to_string() != self.runtime.variable_layout(v).to_string()
+                          for v, g in zip(self.program.trainable, grads))
+            self._fns[key] = tf.function(functools.partial(self._apply, moves),
+                                         jit_compile=self.program.jit_compile or None, autograph=False)
+        return self._fns[key]
 
     def __call__(self, feeds, lr=0.0, step=1):
         p, rt = self.program, self.runtime
         self._current_handles()
         batch = len(feeds[0]) if feeds and np.ndim(feeds[0]) else None
-        plan, forward, apply, fused = self._functions(batch)
+        plan, forward, fused = self._functions(batch)
         placed = [rt.place(f, plan.sbp[x]) for f, x in zip(feeds, p.inputs)]
         # float64: DTensor folds small replicated int32/int64/float32 inputs into the program as constants, so a
         # new step counter would compile the step again; float64 inputs it leaves alone.  Plain scalars: DTensor
@@ -178,7 +190,7 @@ class ConsistentExecutable(BaseExecutable):
                 else:
                     outs, grads, updates = forward(placed, step_t)
                     if p.loss is not None or p.updates:
-                        apply(grads, updates, lr_t, step_t)
+                        self._apply_fn(batch, grads)(grads, updates, lr_t, step_t)
             return [self._fetch(o, m) for o, m in zip(outs, p.output_modes)]   # DTensor reports errors here
         except FlowLayersError:
             raise
@@ -211,20 +223,22 @@ class ConsistentExecutable(BaseExecutable):
             outs.append(dtensor.relayout(value, rt.replicated(value.shape.rank)))
         return outs, grads, updates
 
-    def _apply(self, grads, updates, lr, step):
-        p, lr, step = self.program, tf.cast(lr, tf.float32), tf.cast(step, tf.float32)
-        for var, grad in zip(p.trainable, grads):
+    def _apply(self, moves, grads, updates, lr, step):
+        p, lr, step, xp = self.program, tf.cast(lr, tf.float32), tf.cast(step, tf.float32), TFMath()
+        for var, grad, move in zip(p.trainable, grads, moves):
             handle = self._handles[var.path]
-            grad = dtensor.relayout(tf.cast(grad, handle.dtype), self.runtime.variable_layout(var))
+            grad = tf.cast(grad, handle.dtype)
+            if move:
+                grad = dtensor.relayout(grad, self.runtime.variable_layout(var))
             slots = [self._handles[s.path] for s in self.slot_vars[var.path]]
-            p.optimizer.update(TFMath, handle, grad, slots, lr, step)
+            p.optimizer.update(xp, handle, grad, slots, lr, step)
         for (var, _), value in zip(p.updates, updates):
             handle = self._handles[var.path]
             handle.assign(dtensor.relayout(tf.cast(value, handle.dtype), self.runtime.variable_layout(var)))
 
     def _fused(self, plan, feeds, lr, step):
         outs, grads, updates = self._forward(plan, feeds, step)
-        self._apply(grads, updates, lr, step)
+        self._apply([True] * len(grads), grads, updates, lr, step)
         return outs
 
 
@@ -255,9 +269,20 @@ class _DTensorContext(LoweringContext):
 
     def pin(self, blob, tensor):
         nd = self.plan.sbp.get(blob)
-        if nd is None or partial_sum in nd:
+        if nd is None or partial_sum in nd or self._kept(blob, nd):
             return tensor
         return self._relayout(tensor, nd, blob.ndim)
+
+    def _kept(self, blob, nd):
+        """DTensor keeps an operand's layout through an op whose other operands are replicated (relu, bias add,
+        a square matmul by a replicated kernel): an output shaped like the first input and planned as that input
+        was boxed, the others boxed to broadcast, has its layout already.  Pinning it anyway costs a Relayout
+        and its gradient's RelayoutLike, each traced and expanded (1,200 ops in a 200-layer MLP)."""
+        node = blob.node
+        if node is None or not node.inputs or blob.shape != node.inputs[0].shape:
+            return False
+        boxed = [self.plan.wanted.get((node, i), self.plan.sbp.get(x)) for i, x in enumerate(node.inputs)]
+        return boxed[0] == nd and all(b is not None and all(s == broadcast for s in b) for b in boxed[1:])
 
     def box(self, node, i, tensor):
         x, want = node.inputs[i], self.plan.wanted.get((node, i))

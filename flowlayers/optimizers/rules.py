@@ -1,4 +1,8 @@
-"""Update rules (Keras 3's arithmetic).  ``xp.assign(v, value)`` writes; ``xp.sqrt`` is the only math."""
+"""Update rules (Keras 3's arithmetic).  ``xp.assign(v, value)`` writes; ``xp.sqrt`` is the only math.
+
+A namespace may also offer its engine's kernel for a whole rule, the same arithmetic as one op per variable
+(``xp.apply_sgd``, ``xp.apply_adam``; see ``Optimizer.update``); a rule takes it when offered.
+"""
 from ..errors import ConfigError
 from .base import Optimizer
 
@@ -14,6 +18,9 @@ class SGD(Optimizer):
         self.slot_names = ("momentum",) if momentum else ()
 
     def update(self, xp, var, grad, slots, lr, step):
+        if hasattr(xp, "apply_sgd"):
+            xp.apply_sgd(var, grad, slots[0] if slots else None, lr, self.momentum, self.nesterov)
+            return
         if not self.momentum:
             xp.assign(var, var - lr * grad)
             return
@@ -35,7 +42,12 @@ class Adam(Optimizer):
 
     def update(self, xp, var, grad, slots, lr, step):
         m, v = slots
-        # bias corrections in float64 on the host side of the expression; identical in every view
+        if hasattr(xp, "apply_adam"):
+            decayed = self.decayed(var, lr)
+            if decayed is not var:
+                xp.assign(var, decayed)
+            xp.apply_adam(var, m, v, grad, lr, step, self.beta_1, self.beta_2, self.epsilon)
+            return
         lr_t = lr * (1.0 - self.beta_2 ** step) ** 0.5 / (1.0 - self.beta_1 ** step)
         m_new = m + (grad - m) * (1.0 - self.beta_1)
         v_new = v + (grad * grad - v) * (1.0 - self.beta_2)

@@ -1,0 +1,85 @@
+"""The step as the engine gets it: lean, and computing what the written-out rules compute.
+
+- Optimizer rules run as TF's kernels for whole rules (``TFMath.apply_sgd`` / ``apply_adam``): one op per
+  variable instead of five to fifteen.  In every view each rule trains to the weights it reaches when the
+  namespace offers no kernel, and the update step holds one kernel per variable.
+- The consistent view pins only the layouts DTensor would not keep by itself: a data-parallel MLP's gradient
+  step holds a handful of Relayouts, not one (and one RelayoutLike) per op, and still trains to one device's
+  weights.
+"""
+import collections
+
+import numpy as np
+import pytest
+
+import flowlayers as flow
+from flowlayers_tensorflow.executable import TFMath
+
+BATCH, STEPS = 16, 4
+PLACES = [("mirrored", 1), ("mirrored", 2), ("consistent", 2)]
+RULES = {
+    "sgd": (lambda: flow.optimizers.SGD(0.1), "ResourceApplyGradientDescent"),
+    "momentum": (lambda: flow.optimizers.SGD(0.1, momentum=0.9), "ResourceApplyKerasMomentum"),
+    "nesterov": (lambda: flow.optimizers.SGD(0.1, momentum=0.9, nesterov=True), "ResourceApplyKerasMomentum"),
+    "adam": (lambda: flow.optimizers.Adam(0.01), "ResourceApplyAdam"),
+    "adamw": (lambda: flow.optimizers.AdamW(0.01, weight_decay=0.1), "ResourceApplyAdam"),
+}
+
+
+def train(view, n, optimizer, layers=3):
+    flow.clear_session()
+    flow.config.set_view(view)
+    flow.config.gpu_device_num(n)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((BATCH * STEPS, 8)).astype(np.float32)
+    y = rng.integers(0, 4, BATCH * STEPS).astype(np.int32)
+    flow.config.set_seed(1)
+    inp = h = flow.Input((8,))
+    for i in range(layers):
+        h = flow.layers.Dense(16, activation="relu", name=f"fc{i}")(h)
+    model = flow.Model(inp, flow.layers.Dense(4, name="out")(h))
+    model.compile(optimizer=optimizer, loss=flow.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)
+    return model
+
+
+def traced_ops(model, which):
+    """Op types of the traced update ("apply") or gradient ("forward") step of ``model``'s train executable."""
+    exe = model._executable("train")
+    if hasattr(exe, "_fns"):                        # consistent view
+        fn = exe._fns[("apply", BATCH)] if which == "apply" else exe._fns[BATCH][1]
+    else:                                           # mirrored view on N > 1 devices: shared traced functions
+        fn = exe._apply_fn if which == "apply" else exe._local_fn
+    return collections.Counter(op.type for c in fn._list_all_concrete_functions() for op in c.graph.get_operations())
+
+
+@pytest.mark.parametrize("place", PLACES, ids=[f"{v}{n}" for v, n in PLACES])
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_rule_kernels_compute_the_written_out_rule(rule, place, monkeypatch):
+    make, kernel = RULES[rule]
+    fused = train(*place, make())
+    if place[1] > 1:
+        ops = traced_ops(fused, "apply")
+        assert ops[kernel] == len(fused.trainable_weights), ops
+        assert ops["Pow"] <= 2 and not ops["Sqrt"], ops        # the rule is not written out beside its kernel
+        assert not ops["Mul"] or rule == "adamw", ops          # (AdamW's decay is, before the kernel)
+    fused_weights = fused.get_weights()
+    monkeypatch.delattr(TFMath, "apply_sgd")
+    monkeypatch.delattr(TFMath, "apply_adam")
+    written = train(*place, make())
+    if place[1] > 1:
+        assert not traced_ops(written, "apply")[kernel]
+    for a, b in zip(fused_weights, written.get_weights()):     # the same up to rounding (Adam: ~2.5e-7)
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_data_parallel_step_pins_only_what_dtensor_would_not_keep():
+    deep = 12
+    model = train("consistent", 2, flow.optimizers.SGD(0.1, momentum=0.9), layers=deep)
+    ops = traced_ops(model, "forward")
+    assert ops["MatMul"] >= 3 * deep                       # forward and both gradients of each layer
+    assert ops["Relayout"] + ops["RelayoutLike"] <= 8, ops  # was 3 + 3 per layer
+    assert not traced_ops(model, "apply")["Relayout"]       # gradients arrive laid out as their variables
+    one = train("mirrored", 1, flow.optimizers.SGD(0.1, momentum=0.9), layers=deep)
+    for a, b in zip(model.get_weights(), one.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
