@@ -38,18 +38,29 @@ def batches(x, y):
         yield x[i:i + BATCH], y[i:i + BATCH]
 
 
-def keras_stack(layers, x, spec):
-    """``spec`` applied to ``x`` with Keras-style ``layers``: ``flow.layers`` and ``keras.layers`` alike."""
-    for kind, *args in spec:
-        if kind == "conv":
-            x = layers.Conv2D(args[1], args[2], padding="same", activation="relu", name=args[0])(x)
-        elif kind == "pool":
-            x = layers.MaxPool2D(2)(x)
-        elif kind == "flatten":
-            x = layers.Flatten()(x)
-        else:
-            x = layers.Dense(args[1], activation=args[2], name=args[0])(x)
-    return x
+class KerasStyle:
+    """A model of ``spec`` built, compiled and fitted through a Keras-style API: ``flowlayers`` and ``keras``
+    alike (flowlayers' Keras face mirrors Keras' names)."""
+
+    def __init__(self, api, spec, input_shape):
+        x = h = api.Input(input_shape, batch_size=BATCH)
+        for kind, *args in spec:
+            if kind == "conv":
+                h = api.layers.Conv2D(args[1], args[2], padding="same", activation="relu", name=args[0])(h)
+            elif kind == "pool":
+                h = api.layers.MaxPool2D(2)(h)
+            elif kind == "flatten":
+                h = api.layers.Flatten()(h)
+            else:
+                h = api.layers.Dense(args[1], activation=args[2], name=args[0])(h)
+        self.model = api.Model(x, h)
+        self.model.compile(optimizer=api.optimizers.SGD(LR, momentum=MOMENTUM),
+                           loss=api.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+    def epoch(self, x, y):
+        self.model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)
+
+    step = epoch
 
 
 # flowlayers ---------------------------------------------------------------------------------------------------
@@ -64,18 +75,9 @@ def _flow_config(devices, view, mesh, rules):
     return flow
 
 
-class FlowKeras:
+class FlowKeras(KerasStyle):
     def __init__(self, spec, input_shape, devices, view, mesh, rules, **_):
-        flow = _flow_config(devices, view, mesh, rules)
-        x = flow.Input(input_shape, batch_size=BATCH)
-        self.model = flow.Model(x, keras_stack(flow.layers, x, spec))
-        self.model.compile(optimizer=flow.optimizers.SGD(LR, momentum=MOMENTUM),
-                           loss=flow.losses.SparseCategoricalCrossentropy(from_logits=True))
-
-    def epoch(self, x, y):
-        self.model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)
-
-    step = epoch
+        super().__init__(_flow_config(devices, view, mesh, rules), spec, input_shape)
 
 
 class FlowJob:
@@ -116,7 +118,7 @@ class FlowJob:
 
 
 # Keras 3 ------------------------------------------------------------------------------------------------------
-class Keras:
+class Keras(KerasStyle):
     """Plain Keras 3 on one device, or under ``MirroredStrategy`` over the logical CPU devices."""
 
     def __init__(self, spec, input_shape, devices, view, mesh, rules, mirrored=False):
@@ -129,15 +131,7 @@ class Keras:
         if mirrored:
             scope = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(devices)]).scope()
         with scope:
-            x = keras.Input(input_shape, batch_size=BATCH)
-            self.model = keras.Model(x, keras_stack(keras.layers, x, spec))
-            self.model.compile(optimizer=keras.optimizers.SGD(LR, momentum=MOMENTUM),
-                               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-
-    def epoch(self, x, y):
-        self.model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)
-
-    step = epoch
+            super().__init__(keras, spec, input_shape)
 
 
 # A hand-written DTensor loop ------------------------------------------------------------------------------------
