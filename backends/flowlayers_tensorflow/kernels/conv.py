@@ -82,14 +82,14 @@ def _avg_pool_by_conv(t, ksize, strides, padding, data_format, ctx):
 
 
 def bias_add(node, x, b, ctx):
-    axis, rank = node.attrs["axis"] % len(x.shape), len(x.shape)
+    axis, rank = node.attrs["axis"], len(x.shape)    # the op keeps axis in [0, rank)
     # one BiasAdd (and one BiasAddGrad), which Grappler fuses into the matmul or conv before it; a broadcast add
     # is a reshape, an add and five ops of gradient, each expanded by DTensor
     if axis == rank - 1:
         return tf.nn.bias_add(x, b)
-    if axis == 1 and rank in (4, 5):
-        return tf.nn.bias_add(x, b, data_format="NCHW" if rank == 4 else "NCDHW")
-    shape = [1] * len(x.shape)
+    if axis == 1 and rank == 4:
+        return tf.nn.bias_add(x, b, data_format="NCHW")
+    shape = [1] * rank
     shape[axis] = -1
     return x + tf.reshape(b, shape)
 
