@@ -25,10 +25,11 @@ MNIST_TEST_FILES = ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 
 @pytest.fixture(autouse=True)
 def _reset_config():
-    """Each test starts with no automatic layer names, no layout rules and the default mesh."""
+    """Each test starts with no automatic layer names, no layout rules, the default mesh and seed 0."""
     flow.clear_session()
     flow.config.set_layout_rules({})
     flow.config.set_mesh()
+    flow.config.set_seed(0)
     yield
 
 
