@@ -38,6 +38,8 @@ def save(directory, variables, state=None):
     """Write ``variables`` (key -> Variable) and the JSON-able ``state`` into ``directory``, atomically."""
     directory = os.path.abspath(os.fspath(directory))
     parent, name = os.path.split(directory)
+    for path in (directory, directory + ".old"):
+        _check_replaceable(path)
     os.makedirs(parent, exist_ok=True)
     for stale in _tmp_dirs(parent, name):   # left by a killed save
         shutil.rmtree(stale, ignore_errors=True)
@@ -69,6 +71,21 @@ def save(directory, variables, state=None):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _check_replaceable(path):
+    """A save replaces ``path`` only if it is a checkpoint, an empty directory or nothing: never the user's files."""
+    if not os.path.lexists(path):
+        return
+    if not os.path.isdir(path) or os.path.islink(path):
+        raise CheckpointError(f"checkpoint {path!r}: expected a directory to write the checkpoint into, received an "
+                              f"existing file; choose another path")
+    held = sorted(os.listdir(path))
+    if held and MANIFEST not in held:
+        raise CheckpointError(f"checkpoint {path!r}: expected a new path, an empty directory or an earlier "
+                              f"checkpoint to replace, received a directory holding other files "
+                              f"{held[:5]}{' ...' if len(held) > 5 else ''}; choose another path (a save replaces "
+                              f"the whole directory)")
 
 
 def tmp_prefix(name):

@@ -255,3 +255,22 @@ def test_epoch_backup_resumes_at_the_next_epoch_and_refuses_another_seed(tmp_pat
     history = fit(model, epochs=2, callbacks=[flow.callbacks.BackupAndRestore(tmp_path)])
     assert model.optimizer.iterations == 10 and len(history.history["loss"]) == 1
     assert max_diff(model.get_weights(), reference.get_weights()) < 1e-6
+
+
+def test_save_never_replaces_a_directory_of_other_files(tmp_path):
+    use("mirrored", 1)
+    model = mlp()
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "precious.txt").write_text("keep me")
+    (tmp_path / "file").write_text("keep me too")
+    for path, words in ((mine, "precious.txt"), (tmp_path / "file", "existing file")):
+        with pytest.raises(flow.CheckpointError) as e:
+            model.save_weights(path)
+        assert repr(str(path)) in str(e.value) and words in str(e.value) and "choose another path" in str(e.value)
+    assert (mine / "precious.txt").read_text() == "keep me" and (tmp_path / "file").read_text() == "keep me too"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "notes"]
+    (tmp_path / "empty").mkdir()
+    model.save_weights(tmp_path / "empty")          # an empty directory, then an earlier checkpoint: replaced
+    model.save_weights(tmp_path / "empty")
+    assert checkpoint.exists(tmp_path / "empty")
