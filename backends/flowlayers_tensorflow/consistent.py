@@ -75,9 +75,25 @@ class ConsistentRuntime:
         return dtensor.Layout.replicated(self.mesh, rank)
 
     def to_mesh(self, value, layout):
-        value = tf.convert_to_tensor(value)
-        with tf.device(self.devices[0]):
-            return dtensor.relayout(dtensor.copy_to_mesh(value, self.replicated(value.shape.rank)), layout)
+        """A host array -> a DTensor in ``layout``: each device receives its block only, never the whole array."""
+        value = np.asarray(value)
+        return dtensor.pack([tf.constant(value[block]) for block in self._blocks(layout, value.shape)], layout)
+
+    def _blocks(self, layout, shape):
+        """Per device of the mesh (in its order), the block of a tensor of ``shape`` it holds in ``layout``."""
+        names, sizes = [a for a, _ in self.axes], [n for _, n in self.axes]
+        blocks = []
+        for i in range(self.num_replicas):
+            coords = dict(zip(names, np.unravel_index(i, sizes)))
+            block = []
+            for dim, axis in enumerate(layout.sharding_specs):
+                if axis in coords:
+                    size = shape[dim] // sizes[names.index(axis)]
+                    block.append(slice(coords[axis] * size, (coords[axis] + 1) * size))
+                else:
+                    block.append(slice(None))
+            blocks.append(tuple(block))
+        return blocks
 
     # Variables ----------------------------------------------------------
     def variable_layout(self, var):
@@ -86,7 +102,7 @@ class ConsistentRuntime:
     def create_variable(self, var, value=None):
         layout = self.variable_layout(var)
         if value is not None:
-            return dtensor.DVariable(self.to_mesh(tf.constant(value), layout), trainable=var.trainable)
+            return dtensor.DVariable(self.to_mesh(value, layout), trainable=var.trainable)
         # drawn on the devices, replicated (the same numbers as one device), then sliced locally: no host copy
         seed = dtensor.copy_to_mesh(tf.constant(var.seed(), tf.float64), self.replicated(1))
         drawn = dtensor.call_with_layout(self._draw(var), self.replicated(len(var.shape)), seed)
@@ -103,8 +119,12 @@ class ConsistentRuntime:
         return self._draws[key]
 
     def read(self, handle):
-        full = dtensor.relayout(tf.convert_to_tensor(handle), self.replicated(handle.shape.rank))
-        return np.array(dtensor.unpack(full)[0].numpy())
+        """The full value, assembled on the host from each device's shard (no device holds it whole)."""
+        value = tf.convert_to_tensor(handle)
+        full = np.empty(value.shape, value.dtype.as_numpy_dtype)
+        for block, shard in zip(self._blocks(dtensor.fetch_layout(value), full.shape), dtensor.unpack(value)):
+            full[block] = shard.numpy()
+        return full
 
     def write(self, handle, value):
         handle.assign(self.to_mesh(value.astype(handle.dtype.as_numpy_dtype), dtensor.fetch_layout(handle)))
@@ -118,20 +138,8 @@ class ConsistentRuntime:
 
     def place(self, feed, nd_sbp):
         """A global host batch -> a DTensor with each device holding its shard only."""
-        arr = np.asarray(feed)
-        layout = self.layout(nd_sbp, arr.ndim)
-        sizes = [n for _, n in self.axes]
-        parts = []
-        for i in range(self.num_replicas):
-            coords = np.unravel_index(i, sizes)
-            shard = arr
-            for (axis, n), c in zip(self.axes, coords):
-                for dim, name in enumerate(layout.sharding_specs):
-                    if name == axis:
-                        size = shard.shape[dim] // n
-                        shard = np.take(shard, range(c * size, (c + 1) * size), axis=dim)
-            parts.append(tf.constant(shard))
-        return dtensor.pack(parts, layout)
+        feed = np.asarray(feed)
+        return self.to_mesh(feed, self.layout(nd_sbp, feed.ndim))
 
     def wrap_error(self, program, error):
         return step_error(program, error)
@@ -140,9 +148,12 @@ class ConsistentRuntime:
 class ConsistentExecutable(BaseExecutable):
     def __init__(self, runtime, program):
         super().__init__(runtime, program)
-        # layout rules and forced signatures are checked here, before any step runs
-        check_rules(program.variables, dict(runtime.axes), live_variables())
+        # layout rules and forced signatures are checked here, before any step runs (rules again whenever they change)
+        self._check_rules()
         self._plan(None)
+
+    def _check_rules(self):
+        check_rules(self.program.variables, dict(self.runtime.axes), live_variables())
 
     def _plan(self, batch):
         p = self.program
@@ -262,7 +273,7 @@ class _DTensorContext(LoweringContext):
         self.runtime, self.plan = runtime, plan
 
     def constant(self, value, dtype):
-        return self.runtime.to_mesh(tf.constant(value, dtype), self.runtime.replicated(np.ndim(value)))
+        return dtensor.copy_to_mesh(tf.constant(value, dtype), self.runtime.replicated(np.ndim(value)))
 
     def _relayout(self, tensor, nd, rank):
         return dtensor.relayout(tensor, self.runtime.layout(nd, rank))

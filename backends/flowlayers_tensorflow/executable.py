@@ -77,12 +77,17 @@ class BaseExecutable:
         if rules == self._rules and all(v._runtime is self.runtime and v._handle is self._handles[v.path]
                                         for v in self._variables):
             return self._handles    # every step: nothing moved (re-deriving each layout costs ms on big models)
+        if rules != self._rules:
+            self._check_rules()     # before any variable moves: a rejected rule changes nothing
         handles = {v.path: v._live_handle(self.runtime) for v in self._variables}
         if self._handles is None or any(handles[k] is not self._handles[k] for k in handles):
             self._handles = handles
             self._retrace()
         self._rules = rules
         return handles
+
+    def _check_rules(self):
+        """Layout rules are the consistent view's; other views ignore them."""
 
     def _retrace(self):
         raise NotImplementedError
