@@ -4,7 +4,7 @@ written atomically (a crash mid-save leaves the previous checkpoint whole).
 One format serves ``model.save_weights`` and ``flow.train.CheckPoint``::
 
     <dir>/00000.npy ...        one logical array per variable (weights and optimizer slots)
-    <dir>/manifest.json        {"format", "variables": {key: {file, shape, dtype, sha256}}, "state": {...}}
+    <dir>/manifest.json        {"format", "variables": {key: {file, shape, dtype, bytes, sha256}}, "state": {...}}
 
 ``state`` holds what resuming needs besides arrays: ``optimizers`` (owner ->
 class, slot names, step counter), ``rng`` (the seed; dropout is stateless in
@@ -13,21 +13,33 @@ from inside ``fit``, ``position`` (epoch, batches done in it, running metric sum
 
 One variable is gathered (on save) or loaded (on restore) at a time, so host
 memory is bounded by the largest variable.  Restoring checks every name,
-shape, dtype and checksum before it writes anything, so a bad checkpoint
-leaves the model as it was.
+shape, dtype, file size and checksum before it writes anything, so a bad
+checkpoint leaves the model as it was; then it reads each file once more,
+checks the checksum of those very bytes and assigns the array made from them,
+so no array is ever assigned unverified.  A checkpoint holding weights the
+model does not have (a bigger architecture) is refused too; optimizer slots of
+an optimizer the model lacks are not weights, and are left out with a warning.
+
+Dtypes: a float array loads into a float variable of any width, cast to the
+variable's dtype as Keras casts on load (a float64 checkpoint loads into a
+float32 model, rounded to float32); any other dtype must match exactly, since
+an integer cast could wrap silently.
+
+    checkpoint.save("ckpt", {"dense/kernel": kernel})
+    checkpoint.Reader("ckpt").restore({"dense/kernel": kernel})
 """
 import glob
 import hashlib
+import io
 import json
 import os
 import shutil
 import tempfile
-
 import warnings
 
 import numpy as np
 
-from . import config
+from . import config, dtypes
 from .errors import CheckpointError, describe_shape
 
 MANIFEST = "manifest.json"
@@ -54,6 +66,7 @@ def save(directory, variables, state=None):
                 f.flush()
                 os.fsync(f.fileno())
             entries[key] = {"file": fname, "shape": list(value.shape), "dtype": str(value.dtype),
+                            "bytes": os.path.getsize(os.path.join(tmp, fname)),
                             "sha256": _sha256(os.path.join(tmp, fname))}
         with open(os.path.join(tmp, MANIFEST), "w") as f:
             json.dump({"format": FORMAT, "variables": entries, "state": state or {}}, f, indent=1)
@@ -110,8 +123,15 @@ def exists(directory):
     return any(os.path.exists(os.path.join(d, MANIFEST)) for d in (directory, directory + ".old"))
 
 
+DAMAGED_FIX = "restore the checkpoint from a copy or save it again"
+
+
 class Reader:
-    """One checkpoint on disk: its manifest read and checked, its arrays verified before any is written."""
+    """One checkpoint on disk: its manifest read and checked, its arrays verified before any is assigned.
+
+        reader = Reader("ckpt")
+        reader.restore({"dense/kernel": kernel})     # checks all, then assigns each verified array
+    """
 
     def __init__(self, directory):
         directory = os.fspath(directory)
@@ -126,15 +146,26 @@ class Reader:
             raise CheckpointError(f"checkpoint {directory!r}: expected a directory with {MANIFEST}, received none "
                                   f"(no checkpoint saved there)") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"checkpoint {directory!r} is damaged: file {path} is not valid JSON ({e})") from None
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("variables"), dict):
+            raise CheckpointError(f"checkpoint {directory!r} is damaged: file {path} is not valid JSON ({e}); "
+                                  f"{DAMAGED_FIX}") from None
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("variables"), dict) \
+                or not isinstance(manifest.get("state", {}), dict):
             raise CheckpointError(f"checkpoint {directory!r} is damaged: file {path} expected a manifest with "
-                                  f"'variables', received {type(manifest).__name__}")
+                                  f"'variables' and 'state', received {_brief(manifest)}; {DAMAGED_FIX}")
+        for key, entry in manifest["variables"].items():
+            if not _is_entry(entry):
+                raise CheckpointError(f"checkpoint {directory!r} is damaged: file {path} entry {key!r} expected "
+                                      f"fields file/shape/dtype/sha256, received {_brief(entry)}; {DAMAGED_FIX}")
         self.entries = manifest["variables"]
         self.state = manifest.get("state", {})
+        self.optimizers = self.state.get("optimizers", {})
+        if not isinstance(self.optimizers, dict) or not all(map(_is_optimizer_state, self.optimizers.values())):
+            raise CheckpointError(f"checkpoint {directory!r} is damaged: file {path} state 'optimizers' expected "
+                                  f"owner -> fields class/slot_names/iterations, received {_brief(self.optimizers)}; "
+                                  f"{DAMAGED_FIX}")
 
-    def verify(self, variables):
-        """Every key present with the variable's shape and dtype kind, every file whole; reads no array."""
+    def check(self, variables):
+        """Every key of ``variables`` (key -> Variable) present with the variable's shape and a dtype it takes."""
         missing = [k for k in variables if k not in self.entries]
         if missing:
             held = sorted(self.entries)
@@ -147,23 +178,106 @@ class Reader:
                 raise CheckpointError(f"checkpoint {self.directory!r}: variable {key!r} expected shape "
                                       f"{describe_shape(var.shape)}, received {describe_shape(tuple(entry['shape']))} "
                                       f"(a checkpoint of another architecture)")
-            if (np.dtype(entry["dtype"]).kind == "f") != var.dtype.is_floating:
+            if not _takes(var.dtype, entry["dtype"]):
                 raise CheckpointError(f"checkpoint {self.directory!r}: variable {key!r} expected dtype "
-                                      f"{var.dtype.name}, received {entry['dtype']}")
-        for key in variables:
-            fname = os.path.join(self.directory, self.entries[key]["file"])
-            if not os.path.exists(fname) or _sha256(fname) != self.entries[key]["sha256"]:
-                raise CheckpointError(f"checkpoint {self.directory!r} is damaged: file {fname} (variable {key!r}) "
-                                      f"is missing or fails its checksum")
+                                      f"{var.dtype.name}, received {entry['dtype']}; load it into a model whose "
+                                      f"variable has dtype {entry['dtype']}")
 
-    def array(self, key):
-        return np.load(os.path.join(self.directory, self.entries[key]["file"]), allow_pickle=False)
+    def extra_weights(self, weights):
+        """Keys held beyond ``weights`` that are not optimizer slots: weights of a bigger architecture."""
+        return sorted(k for k in self.entries if k not in weights and not self._is_slot(k))
 
-    def restore(self, variables):
-        """Verify all of ``variables`` (key -> Variable), then assign them one at a time."""
-        self.verify(variables)
+    def refuse_extra_weights(self, weights):
+        extra = self.extra_weights(weights)
+        if extra:
+            mine = sorted(weights)
+            raise CheckpointError(f"checkpoint {self.directory!r}: expected only the model's variables "
+                                  f"{mine[:5]}{' ...' if len(mine) > 5 else ''}, received a checkpoint that also "
+                                  f"holds {extra[:5]}{' ...' if len(extra) > 5 else ''} (a checkpoint of a bigger "
+                                  f"architecture); load it into the model it was saved from")
+
+    def _is_slot(self, key):
+        """A key ``<owner>/<variable path>/<slot name>`` of an optimizer whose state the checkpoint holds."""
+        return any(key.startswith(owner + "/") and key.endswith(tuple("/" + s for s in saved["slot_names"]))
+                   for owner, saved in self.optimizers.items())
+
+    def path(self, key):
+        return os.path.join(self.directory, self.entries[key]["file"])
+
+    def verify(self, keys, why="is damaged", fix=DAMAGED_FIX):
+        """Every file of ``keys`` whole: its size and checksum as the manifest says, read in chunks."""
+        for key in keys:
+            try:
+                size, digest = os.path.getsize(self.path(key)), _sha256(self.path(key))
+            except FileNotFoundError:
+                size, digest = None, None
+            self._check_file(key, size, digest, why, fix)
+
+    def read(self, key, why="is damaged", fix=DAMAGED_FIX):
+        """The array of ``key``, made from bytes read once and checked against the manifest's checksum."""
+        try:
+            with open(self.path(key), "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            data = None
+        self._check_file(key, None if data is None else len(data),
+                         None if data is None else hashlib.sha256(data).hexdigest(), why, fix)
+        value = np.load(io.BytesIO(data), allow_pickle=False)
+        if value.dtype.kind == "V":     # numpy writes dtypes it does not know (bfloat16) as raw bytes
+            value = value.view(dtypes.as_dtype(self.entries[key]["dtype"]).numpy)
+        return value
+
+    def _check_file(self, key, size, digest, why, fix):
+        entry = self.entries[key]
+        if digest == entry["sha256"] and size == entry.get("bytes", size):
+            return
+        expected = (f"{entry['bytes']} bytes with " if "bytes" in entry else "") + f"sha256 {entry['sha256'][:12]}..."
+        received = "no file (missing)" if digest is None else f"{size} bytes with sha256 {digest[:12]}..."
+        raise CheckpointError(f"checkpoint {self.directory!r} {why}: file {self.path(key)} (variable {key!r}) "
+                              f"expected {expected}, received {received}; {fix}")
+
+    def restore(self, variables, why="is damaged", fix=DAMAGED_FIX):
+        """Check and verify all of ``variables`` (key -> Variable), then read, re-verify and assign each in turn."""
+        self.check(variables)
+        self.verify(variables, why, fix)
+        done = []
         for key, var in variables.items():
-            var.assign(self.array(key))
+            if done:    # verified a moment ago: a mismatch now means the files are being replaced under us
+                why, fix = "changed while it was being restored", (
+                    f"{len(done)} variable(s) ({', '.join(done[:3])}{' ...' if len(done) > 3 else ''}) were "
+                    f"restored from it and the others were not; load it again once nothing writes to it")
+            var.assign(self.read(key, why, fix))
+            done.append(key)
+
+
+def _is_entry(entry):
+    return (isinstance(entry, dict) and isinstance(entry.get("file"), str)
+            and entry["file"] not in ("", ".", "..") and os.path.basename(entry["file"]) == entry["file"]
+            and isinstance(entry.get("shape"), list) and all(_is_count(d) for d in entry["shape"])
+            and isinstance(entry.get("dtype"), str) and isinstance(entry.get("sha256"), str)
+            and _is_count(entry.get("bytes", 0)))
+
+
+def _is_optimizer_state(saved):
+    return (isinstance(saved, dict) and isinstance(saved.get("class"), str)
+            and isinstance(saved.get("slot_names"), list) and all(isinstance(s, str) for s in saved["slot_names"])
+            and _is_count(saved.get("iterations")))
+
+
+def _is_count(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _brief(value):
+    text = json.dumps(value) if isinstance(value, (dict, list)) else repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _takes(dtype, saved):
+    """Whether a variable of ``dtype`` takes an array saved as ``saved``: a float one any float (cast)."""
+    if saved == dtype.name:
+        return True
+    return dtype.is_floating and saved in dtypes.ALL and dtypes.ALL[saved].is_floating
 
 
 # Training state ----------------------------------------------------------
@@ -185,21 +299,43 @@ def slot_variables(optimizers):
             for var in variables if var.trainable for name, slot in zip(opt.slot_names, opt.slots(var))}
 
 
-def restore(directory, variables, optimizers):
-    """Restore ``variables`` (key -> Variable) and the state of each optimizer saved by one of the same kind.
+def restore(directory, weights, optimizers, extra_weights="refuse"):
+    """Restore ``weights`` (key -> Variable) and the state of each optimizer saved by one of the same kind.
 
-    Everything is verified before anything is written; returns the Reader (its ``state`` has the position).
+    A checkpoint holding weights beyond ``weights`` is refused (``extra_weights="refuse"``) or loaded with a
+    warning naming them (``"warn"``).  Everything is verified before anything is written; returns the Reader
+    (its ``state`` has the position).
     """
-    reader = Reader(directory)
-    plan, steps = dict(variables), []
+    reader = _open(directory, weights, extra_weights)
+    plan, steps = dict(weights), []
     for owner, (opt, trainable) in optimizers.items():
-        saved = _matching(reader.state.get("optimizers", {}), reader.directory, owner, opt)
+        saved = _matching(reader.optimizers, reader.directory, owner, opt)
         if saved is not None:
             plan.update(slot_variables({owner: (opt, trainable)}))
             steps.append((opt, saved["iterations"]))
     reader.restore(plan)
     for opt, step in steps:
         opt.iterations = step
+    return reader
+
+
+def restore_before_compile(directory, weights, trainable):
+    """Restore ``weights`` of a model without an optimizer; returns the Reader and the DeferredOptimizerState
+    that the optimizer ``compile`` gives is restored from."""
+    reader = _open(directory, weights, "refuse")
+    deferred = DeferredOptimizerState(reader, trainable)
+    reader.restore(weights)
+    return reader, deferred
+
+
+def _open(directory, weights, extra_weights):
+    reader = Reader(directory)
+    reader.check(weights)
+    if extra_weights == "refuse":
+        reader.refuse_extra_weights(weights)
+    elif reader.extra_weights(weights):
+        warnings.warn(f"checkpoint {reader.directory!r} holds variables no job uses, left out: "
+                      f"{reader.extra_weights(weights)}", stacklevel=3)
     return reader
 
 
@@ -222,23 +358,29 @@ def _matching(saved_all, directory, owner, optimizer):
 
 
 class DeferredOptimizerState:
-    """Optimizer state read for a model that has no optimizer yet, held in host memory and restored into
-    the first optimizer it gets if that one matches (Keras defers slot restoration the same way)."""
+    """Optimizer state of a checkpoint loaded into a model that has no optimizer yet, restored into the first
+    optimizer it gets if that one matches (Keras defers slot restoration the same way).
+
+    It holds the Reader only (the manifest with its checksums), not the arrays: when the optimizer arrives,
+    every slot file is verified again, then read, checked and assigned one at a time, so host memory stays
+    bounded by the largest variable and files that changed meanwhile are refused before any is assigned.
+    """
 
     def __init__(self, reader, trainable):
-        self.directory, self.saved, self.arrays = reader.directory, {}, {}
-        for owner, saved in reader.state.get("optimizers", {}).items():
-            keys = {f"{owner}/{v.path}/{s}": v for v in trainable for s in saved["slot_names"]}
-            reader.verify(keys)
-            self.saved[owner] = saved
-            self.arrays.update({k: reader.array(k) for k in keys})
+        self.reader = reader
+        for owner, saved in reader.optimizers.items():
+            keys = {f"{owner}/{v.path}/{s}": v for v in trainable if v.trainable for s in saved["slot_names"]}
+            reader.check(keys)
+            reader.verify(keys)     # a damaged checkpoint is refused by load_weights, not later by fit
 
     def apply(self, owner, optimizer, trainable):
-        saved = _matching(self.saved, self.directory, owner, optimizer)
+        saved = _matching(self.reader.optimizers, self.reader.directory, owner, optimizer)
         if saved is None:
             return
-        for key, slot in slot_variables({owner: (optimizer, trainable)}).items():
-            slot.assign(self.arrays[key])
+        self.reader.restore(slot_variables({owner: (optimizer, trainable)}),
+                            why="changed or vanished since load_weights read it",
+                            fix="nothing of the optimizer state was restored (the weights were); put the checkpoint "
+                                "back and train again, or call load_weights again now that the model is compiled")
         optimizer.iterations = saved["iterations"]
 
 

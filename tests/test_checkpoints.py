@@ -7,6 +7,7 @@ it loads bit-identically in the mirrored view on 2 and 1 devices; a SIGKILLed
 an uninterrupted run ends; a kill during a save leaves the previous checkpoint
 loadable; a wrong or damaged checkpoint raises and changes nothing.
 """
+import hashlib
 import json
 import os
 import signal
@@ -202,9 +203,17 @@ def test_wrong_architecture_and_damaged_checkpoint_raise_and_change_nothing(tmp_
     with pytest.raises(flow.CheckpointError) as e:
         model.load_weights(tmp_path / "other")
     assert "dense_1/kernel" in str(e.value) and "(16, 3)" in str(e.value) and "(16, 4)" in str(e.value)
+    entry = next(e for e in manifest["variables"].values() if e["file"] == last)
     with pytest.raises(flow.CheckpointError) as e:
         model.load_weights(tmp_path / "damaged")
-    assert "damaged" in str(e.value) and last in str(e.value)
+    assert f"checkpoint {str(tmp_path / 'damaged')!r} is damaged: file {tmp_path / 'damaged' / last}" in str(e.value)
+    assert f"expected {entry['bytes']} bytes with sha256 {entry['sha256'][:12]}..., received {len(data) // 2} " \
+           f"bytes with sha256 {hashlib.sha256(data[:len(data) // 2]).hexdigest()[:12]}...; restore the " \
+           f"checkpoint from a copy or save it again" in str(e.value)
+    (tmp_path / "damaged" / last).unlink()
+    with pytest.raises(flow.CheckpointError) as e:
+        model.load_weights(tmp_path / "damaged")
+    assert f"{last} (variable " in str(e.value) and "received no file (missing)" in str(e.value)
     (tmp_path / "damaged" / checkpoint.MANIFEST).write_text(json.dumps(manifest)[:100])
     with pytest.raises(flow.CheckpointError) as e:
         model.load_weights(tmp_path / "damaged")
@@ -274,3 +283,173 @@ def test_save_never_replaces_a_directory_of_other_files(tmp_path):
     model.save_weights(tmp_path / "empty")          # an empty directory, then an earlier checkpoint: replaced
     model.save_weights(tmp_path / "empty")
     assert checkpoint.exists(tmp_path / "empty")
+
+
+def rewrite(directory, key, value):
+    """Store ``value`` as ``key``'s array with a manifest entry to match, as a converter writing a checkpoint would."""
+    manifest = json.loads((directory / checkpoint.MANIFEST).read_text())
+    entry = manifest["variables"][key]
+    np.save(directory / entry["file"], value, allow_pickle=False)
+    data = (directory / entry["file"]).read_bytes()
+    entry.update(shape=list(value.shape), dtype=str(value.dtype), bytes=len(data),
+                 sha256=hashlib.sha256(data).hexdigest())
+    (directory / checkpoint.MANIFEST).write_text(json.dumps(manifest))
+
+
+def flip_last_byte(path):
+    """Change one value of an array file and nothing else: np.load still reads it, only the checksum can tell."""
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x40
+    path.write_bytes(bytes(data))
+
+
+def file_of(directory, key):
+    return directory / json.loads((directory / checkpoint.MANIFEST).read_text())["variables"][key]["file"]
+
+
+def test_checkpoint_of_a_bigger_architecture_is_refused_and_changes_nothing(tmp_path):
+    use("mirrored", 2)
+    flow.clear_session()
+    x = flow.Input((8,))
+    h = flow.layers.Dense(16, activation="relu")(x)
+    h = flow.layers.Dense(3)(h)                                              # dense_1 fits
+    bigger = flow.Model(x, flow.layers.Dense(3)(h))                          # dense_2 is extra
+    bigger.compile(flow.optimizers.Adam(0.01), flow.losses.SparseCategoricalCrossentropy(from_logits=True))
+    fit(bigger)
+    bigger.save_weights(tmp_path / "bigger")
+    reference = mlp()
+    fit(reference)
+    fit(reference)
+
+    for model in (mlp(compile=False), mlp()):
+        before = model.get_weights()
+        with pytest.raises(flow.CheckpointError) as e:
+            model.load_weights(tmp_path / "bigger")
+        assert f"checkpoint {str(tmp_path / 'bigger')!r}: expected only the model's variables ['dense/bias', " \
+               f"'dense/kernel', 'dense_1/bias', 'dense_1/kernel'], received a checkpoint that also holds " \
+               f"['dense_2/bias', 'dense_2/kernel']" in str(e.value)
+        assert "load it into the model it was saved from" in str(e.value)
+        assert "adam/" not in str(e.value)                  # the optimizer's slots are not "extra weights"
+        assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), before))
+        assert "_deferred_optimizer" not in vars(model)
+    fit(model)
+    fit(model)
+    assert model.optimizer.iterations == 10 and max_diff(model.get_weights(), reference.get_weights()) < 1e-6
+
+
+def test_a_float_checkpoint_of_another_width_is_cast_and_other_dtypes_are_refused(tmp_path):
+    use("mirrored", 1)
+    model = mlp()
+    model.save_weights(tmp_path / "ckpt")
+    wide = np.random.default_rng(0).normal(size=(8, 16))       # float64, as a converter may write it
+    rewrite(tmp_path / "ckpt", "dense/kernel", wide)
+    model.load_weights(tmp_path / "ckpt")
+    kernel = model.get_layer("dense").weights[0].numpy()
+    assert kernel.dtype == np.float32 and np.array_equal(kernel, wide.astype(np.float32))
+
+    before = model.get_weights()
+    rewrite(tmp_path / "ckpt", "dense/bias", np.arange(16, dtype=np.int64))
+    with pytest.raises(flow.CheckpointError) as e:
+        model.load_weights(tmp_path / "ckpt")
+    assert "variable 'dense/bias' expected dtype float32, received int64; load it into a model whose variable has " \
+           "dtype int64" in str(e.value)
+    assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), before))
+
+    # numpy stores bfloat16 as raw 2-byte records; the manifest's dtype gives them back their meaning
+    half = flow.Variable("half", (3,), flow.bfloat16, flow.initializers.get(flow.constant_initializer(1.5)))
+    checkpoint.save(tmp_path / "half", {"half": half})
+    into = flow.Variable("half", (3,), flow.bfloat16, flow.initializers.get(flow.zeros_initializer()))
+    checkpoint.Reader(tmp_path / "half").restore({"half": into})
+    assert str(into.numpy().dtype) == "bfloat16" and into.numpy().astype(np.float32).tolist() == [1.5] * 3
+
+
+@pytest.mark.parametrize("damage", ["no sha256", "shape not a list", "file outside the checkpoint"])
+def test_a_manifest_entry_without_its_fields_is_refused_as_damaged(damage, tmp_path):
+    use("mirrored", 1)
+    model = mlp()
+    model.save_weights(tmp_path / "ckpt")
+    path = tmp_path / "ckpt" / checkpoint.MANIFEST
+    manifest = json.loads(path.read_text())
+    entry = manifest["variables"]["dense_1/bias"]
+    if damage == "no sha256":
+        del entry["sha256"]
+    elif damage == "shape not a list":
+        entry["shape"] = "3"
+    else:
+        entry["file"] = "../../secret.npy"
+    path.write_text(json.dumps(manifest))
+    fit(model)
+    before = model.get_weights()
+    with pytest.raises(flow.CheckpointError) as e:
+        model.load_weights(tmp_path / "ckpt")
+    assert f"checkpoint {str(tmp_path / 'ckpt')!r} is damaged: file {path} entry 'dense_1/bias' expected fields " \
+           f"file/shape/dtype/sha256, received {json.dumps(entry)}; restore the checkpoint from a copy or save it " \
+           f"again" in str(e.value)
+    assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), before))
+
+
+def test_a_file_changed_after_its_check_is_never_assigned(tmp_path, monkeypatch):
+    use("mirrored", 2)
+    model = mlp()
+    fit(model)
+    model.save_weights(tmp_path / "ckpt")
+    saved = model.get_weights()
+    fit(model)
+    trained = model.get_weights()
+    victim = file_of(tmp_path / "ckpt", "dense_1/kernel")      # the third array restored
+    good = victim.read_bytes()
+    verify = checkpoint.Reader.verify
+
+    def verify_then_another_writer_changes_a_file(reader, *args, **kwargs):
+        verify(reader, *args, **kwargs)
+        flip_last_byte(victim)
+
+    monkeypatch.setattr(checkpoint.Reader, "verify", verify_then_another_writer_changes_a_file)
+    with pytest.raises(flow.CheckpointError) as e:
+        model.load_weights(tmp_path / "ckpt")
+    assert f"changed while it was being restored: file {victim} (variable 'dense_1/kernel')" in str(e.value)
+    assert "2 variable(s) (dense/kernel, dense/bias) were restored from it and the others were not; load it again " \
+           "once nothing writes to it" in str(e.value)
+    weights = model.get_weights()
+    assert all(np.array_equal(a, b) for a, b in zip(weights[:2], saved[:2]))
+    assert all(np.array_equal(a, b) for a, b in zip(weights[2:], trained[2:]))  # not the changed array: the old value
+
+    monkeypatch.undo()
+    victim.write_bytes(good)
+    model.load_weights(tmp_path / "ckpt")
+    assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), saved))
+
+
+def test_optimizer_state_loaded_before_compile_is_read_from_disk_when_the_optimizer_arrives(tmp_path):
+    use("mirrored", 2)
+    reference = mlp()
+    fit(reference)
+    reference.save_weights(tmp_path / "ckpt")
+    saved = reference.get_weights()
+    fit(reference)
+    model = mlp(compile=False)
+    model.load_weights(tmp_path / "ckpt")
+    assert not any(isinstance(v, np.ndarray) for v in vars(model._deferred_optimizer).values())
+    model.compile(flow.optimizers.Adam(0.01), flow.losses.SparseCategoricalCrossentropy(from_logits=True))
+    last_slot = file_of(tmp_path / "ckpt", "adam/dense_1/bias/v")
+    good = last_slot.read_bytes()
+
+    flip_last_byte(last_slot)       # another save, or a disk fault, between load_weights and fit
+    with pytest.raises(flow.CheckpointError) as e:
+        fit(model)
+    assert f"changed or vanished since load_weights read it: file {last_slot} (variable " \
+           f"'adam/dense_1/bias/v') expected {len(good)} bytes with sha256 " \
+           f"{hashlib.sha256(good).hexdigest()[:12]}..., received {len(good)} bytes with sha256 " in str(e.value)
+    assert "nothing of the optimizer state was restored (the weights were); put the checkpoint back and train " \
+           "again" in str(e.value)
+    slots = checkpoint.slot_variables({"adam": (model.optimizer, model.trainable_weights)})
+    assert model.optimizer.iterations == 0 and all(not v.numpy().any() for v in slots.values())   # none half-restored
+    assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), saved))
+    last_slot.unlink()
+    with pytest.raises(flow.CheckpointError, match="received no file \\(missing\\)"):
+        fit(model)
+
+    last_slot.write_bytes(good)     # put back: the pending state lands at the next fit
+    fit(model)
+    assert model.optimizer.iterations == reference.optimizer.iterations == 10
+    assert max_diff(model.get_weights(), reference.get_weights()) < 1e-6

@@ -82,7 +82,8 @@ class Variable:
         if value.shape != self.shape:
             raise ShapeError(f"variable {self.path!r}: expected a value of shape {describe_shape(self.shape)}, "
                              f"received {describe_shape(value.shape)}")
-        if value.dtype.kind not in "fiub" or (value.dtype.kind == "f") != self.dtype.is_floating:
+        if value.dtype != self.dtype.numpy and (value.dtype.kind not in "fiub"     # numpy's kind of bfloat16 is "V"
+                                                or (value.dtype.kind == "f") != self.dtype.is_floating):
             raise DTypeError(f"variable {self.path!r}: expected a value of dtype {self.dtype.name}, received "
                              f"{value.dtype}")
         value = value.astype(self.dtype.numpy)

@@ -107,9 +107,10 @@ class Model:
         if self.optimizer is None:
             return {}
         trainable = self.trainable_weights
-        deferred = self.__dict__.pop("_deferred_optimizer", None)
-        if deferred is not None:
+        deferred = self.__dict__.get("_deferred_optimizer")
+        if deferred is not None:    # kept until it lands: if its files changed, the error says how to retry
             deferred.apply(self.optimizer.name, self.optimizer, trainable)
+            del self._deferred_optimizer
         return {self.optimizer.name: (self.optimizer, trainable)}
 
     def _checkpoint_variables(self):
@@ -132,8 +133,12 @@ class Model:
     def load_weights(self, filepath, **kwargs):
         """Weights and, if saved by the same kind of optimizer, its slots and step, resharded to the view in force.
 
-        A checkpoint of another architecture or a damaged one raises CheckpointError and changes nothing.
-        Before ``compile`` the optimizer state is kept and restored into the optimizer ``compile`` gives.
+            model.load_weights("ckpt")
+
+        A checkpoint of another architecture (other shapes, missing weights, or weights this model does not
+        have) or a damaged one raises CheckpointError and changes nothing.  Before ``compile`` the weights
+        load now and the optimizer state when ``compile``'s optimizer first trains, read again from the
+        checkpoint then (so keep it in place until that ``fit``).
         """
         self._load_checkpoint(filepath)
 
@@ -142,10 +147,8 @@ class Model:
         self._require_built("load_weights")
         weights = {w.path: w for w in self.weights}
         if self.optimizer is None:
-            reader = checkpoint.Reader(filepath)
-            deferred = checkpoint.DeferredOptimizerState(reader, self.trainable_weights)
-            reader.restore(weights)
-            self._deferred_optimizer = deferred
+            reader, self._deferred_optimizer = checkpoint.restore_before_compile(filepath, weights,
+                                                                                 self.trainable_weights)
             return reader.state
         return checkpoint.restore(filepath, weights, self._optimizers()).state
 
