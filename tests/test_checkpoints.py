@@ -337,6 +337,28 @@ def test_checkpoint_of_a_bigger_architecture_is_refused_and_changes_nothing(tmp_
     assert model.optimizer.iterations == 10 and max_diff(model.get_weights(), reference.get_weights()) < 1e-6
 
 
+def test_job_face_loads_a_checkpoint_with_variables_no_job_uses_and_names_them(tmp_path):
+    use("mirrored", 1)
+    x, y = resume_fit.data()
+    flow.clear_session()
+    train_job = job_function("mirrored")
+    train_job(x[:40], y[:40])
+    flow.train.CheckPoint().save(tmp_path / "ckpt")
+    hidden = store.variables["hidden/kernel"].numpy()
+
+    flow.clear_session()            # a predict-only program: the head and the optimizer are not there
+
+    @flow.global_function(type="predict")
+    def features(x: tp.Numpy.Placeholder((40, 8))) -> tp.Numpy:
+        return flow.layers.dense(x, 16, activation=flow.nn.relu, name="hidden")
+
+    with pytest.warns(UserWarning, match=r"holds variables no job uses, left out: \['out/bias', 'out/kernel'\]"):
+        steps = flow.train.CheckPoint().load(tmp_path / "ckpt")
+    assert steps == {} and np.array_equal(store.variables["hidden/kernel"].numpy(), hidden)
+    np.testing.assert_allclose(features(x[:40]), np.maximum(x[:40] @ hidden + store.variables["hidden/bias"].numpy(),
+                                                            0), atol=1e-5)
+
+
 def test_a_float_checkpoint_of_another_width_is_cast_and_other_dtypes_are_refused(tmp_path):
     use("mirrored", 1)
     model = mlp()
@@ -453,3 +475,39 @@ def test_optimizer_state_loaded_before_compile_is_read_from_disk_when_the_optimi
     fit(model)
     assert model.optimizer.iterations == reference.optimizer.iterations == 10
     assert max_diff(model.get_weights(), reference.get_weights()) < 1e-6
+
+
+def dropout_job():
+    @flow.global_function(type="train")
+    def train_job(x: tp.Numpy.Placeholder((40, 8)), y: tp.Numpy.Placeholder((40,), dtype=flow.int32)) -> tp.Numpy:
+        h = flow.nn.dropout(flow.layers.dense(x, 16, activation=flow.nn.relu, name="hidden"), rate=0.25)
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(y, flow.layers.dense(h, 3, name="out"))
+        flow.optimizer.Adam(flow.optimizer.PiecewiseConstantScheduler([5], [0.01, 0.003])).minimize(loss)
+        return loss
+    return train_job
+
+
+def test_job_function_loop_resumes_from_its_last_checkpoint(tmp_path):
+    """The loop of flow.train's docstring: killed after step 8 (saved after 3 and 6), rebuilt, resumed at 6."""
+    x, y = resume_fit.data()
+    batches = [(x[i:i + 40], y[i:i + 40]) for i in range(0, 200, 40)] * 2
+    use("consistent", 2)
+
+    def loop(ckpt_dir, crash_after=None):
+        flow.clear_session()
+        train_job = dropout_job()
+        ckpt = flow.train.CheckPoint()
+        start = ckpt.load(ckpt_dir)["train_job"] if ckpt.exists(ckpt_dir) else 0
+        for step in range(start, len(batches)):
+            train_job(*batches[step])
+            if (step + 1) % 3 == 0:
+                ckpt.save(ckpt_dir)
+            if step + 1 == crash_after:
+                break
+        return start, {p: v.numpy() for p, v in store.variables.items()}
+
+    _, uninterrupted = loop(tmp_path / "reference")
+    assert loop(tmp_path / "ckpt", crash_after=8)[0] == 0
+    start, resumed = loop(tmp_path / "ckpt")
+    assert start == 6 and sorted(resumed) == sorted(uninterrupted)
+    assert max(float(np.abs(resumed[p] - uninterrupted[p]).max()) for p in resumed) < 1e-6
