@@ -88,6 +88,16 @@ class BackupAndRestore(Callback):
     the weights an uninterrupted run ends with.  ``save_freq``: ``"epoch"`` or
     every N training steps.  ``delete_checkpoint``: remove the backup once
     ``fit`` completes.
+
+    Exact resumption needs the rerun to see the same data in the same order:
+    numpy input is shuffled from the seed (``flow.config.set_seed``); a
+    ``tf.data.Dataset`` must shuffle with a seed, ``ds.shuffle(n, seed=1)``.
+    A seeded shuffle reorders each epoch, and the rerun replays the epochs
+    before the resumed one so that it gets its own order back.  An unseeded
+    shuffle draws a new order in every process and cannot be replayed: the
+    run resumes at the right step, but on other batches.  A backup is refused
+    (CheckpointError, nothing loaded) if the rerun's data has other batches per
+    epoch, ``batch_size`` or, for a dataset, other element shapes or dtypes.
     """
 
     def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True):

@@ -27,6 +27,7 @@ PROGRAMS = Path(__file__).resolve().parent / "checkpoint_programs"
 sys.path.insert(0, str(PROGRAMS))
 import kill_during_save  # noqa: E402
 import resume_fit  # noqa: E402
+import resume_fit_dataset  # noqa: E402
 
 
 def use(view, n, mesh=None, rules=None):
@@ -475,6 +476,67 @@ def test_optimizer_state_loaded_before_compile_is_read_from_disk_when_the_optimi
     fit(model)
     assert model.optimizer.iterations == reference.optimizer.iterations == 10
     assert max_diff(model.get_weights(), reference.get_weights()) < 1e-6
+
+
+def test_sigkilled_fit_on_a_seeded_shuffled_dataset_resumes_exactly(tmp_path):
+    backup, out = tmp_path / "backup", tmp_path / "out.npz"
+    command = ("resume_fit_dataset.py", "consistent", backup, out, "--kill-once-at", 9)   # saves after 2, 4, 6, 8
+    killed = run(*command)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    rerun = run(*command)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    result = np.load(out)
+    assert json.loads(str(result["meta"]))["first_step"] == [1, 3, 8]      # mid-epoch 2, in its own order
+
+    reference, _ = resume_fit_dataset.train("consistent")
+    weights = [result[f"arr_{i}"] for i in range(len(reference.weights))]
+    assert max_diff(weights, reference.get_weights()) < 1e-6
+
+
+class InterruptAtStep(flow.callbacks.Callback):
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.model.optimizer.iterations == self.step:
+            raise KeyboardInterrupt
+
+
+def test_a_dataset_backup_resumes_only_on_data_like_the_one_it_was_saved_with(tmp_path):
+    import tensorflow as tf
+
+    use("mirrored", 2)
+
+    def dataset(batch=40, x_dtype=np.float32):
+        x, y = resume_fit.data()
+        return tf.data.Dataset.from_tensor_slices((x.astype(x_dtype), y)).shuffle(200, seed=1).batch(batch)
+
+    def fit_on(ds, model, *callbacks):
+        return model.fit(ds, epochs=2, verbose=0, callbacks=[flow.callbacks.BackupAndRestore(tmp_path, save_freq=2),
+                                                            *callbacks])
+
+    with pytest.raises(KeyboardInterrupt):
+        fit_on(dataset(), resume_fit.build(), InterruptAtStep(8))      # the backup: epoch 2, after its batch 3
+    model = resume_fit.build()
+    initial = model.get_weights()
+    refusals = [(dataset(batch=50), "batches per epoch 4, received one with 5"),          # known cardinality
+                (dataset(x_dtype=np.float64), "dataset elements ((None, 8) float64, (None,) int32), received one "
+                                              "with ((None, 8) float32, (None,) int32)")]
+    for ds, words in refusals:
+        with pytest.raises(flow.CheckpointError) as e:
+            fit_on(ds, model)
+        assert f"BackupAndRestore({str(tmp_path)!r}): expected a backup of a run with {words}" in str(e.value)
+        assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), initial))
+    shorter = dataset().filter(lambda x, y: True).take(2)     # unknown cardinality: checked while skipping
+    with pytest.raises(flow.CheckpointError) as e:
+        fit_on(shorter, model)
+    assert "expected data with at least 3 batches in epoch 2, where the backup was saved, received 2" in str(e.value)
+
+    fit_on(dataset(), model)
+    reference = resume_fit.build()
+    reference.fit(dataset(), epochs=2, verbose=0)
+    assert model.optimizer.iterations == 10 and max_diff(model.get_weights(), reference.get_weights()) < 1e-6
 
 
 def dropout_job():

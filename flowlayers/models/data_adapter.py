@@ -8,6 +8,36 @@ def is_dataset(x):
     return hasattr(x, "as_numpy_iterator")
 
 
+def dataset_steps(ds):
+    """Batches per pass over ``ds`` if the dataset knows it (its ``cardinality()``), else None."""
+    cardinality = getattr(ds, "cardinality", None)
+    n = int(cardinality()) if cardinality is not None else -1
+    return n if n >= 0 else None     # -1: infinite, -2: unknown
+
+
+def describe_dataset(ds):
+    """The shapes and dtypes of a dataset's elements, e.g. ``'((None, 8) float32, (None,) int32)'``."""
+    def describe(spec):
+        if isinstance(spec, (tuple, list)):
+            return "(" + ", ".join(describe(s) for s in spec) + ")"
+        if isinstance(spec, dict):
+            return "{" + ", ".join(f"{k}: {describe(v)}" for k, v in sorted(spec.items())) + "}"
+        shape, dtype = getattr(spec, "shape", None), getattr(spec, "dtype", None)
+        dims = "(?)" if getattr(shape, "rank", None) is None else describe_shape(shape.as_list())
+        return f"{dims} {getattr(dtype, 'name', dtype)}"
+    return describe(getattr(ds, "element_spec", None))
+
+
+def replay_epochs(ds, epochs):
+    """Make and drop ``epochs`` iterators of ``ds``, as the epochs before a resumed one did.
+
+    A seeded ``shuffle`` reshuffles each time an iterator is made (TF advances the shuffle's seed
+    generator then), so a resumed run's dataset gives the resumed epoch its original order only after this.
+    """
+    for _ in range(epochs):
+        ds.as_numpy_iterator()
+
+
 def as_list(x, n_inputs, what):
     """x as a list of arrays, one per model input."""
     if isinstance(x, dict):

@@ -48,29 +48,41 @@ class FitState:
 
     Together with the weights, the optimizer state and the seed, this is all a
     resumed run needs to take the very same next step: the data order is
-    ``rng([seed, epoch])`` and dropout is stateless in (seed, op, step).
+    ``rng([seed, epoch])`` (a dataset's own seeded shuffle, replayed) and
+    dropout is stateless in (seed, op, step).  ``data`` describes a dataset's
+    elements, so a backup is not resumed on other data.
     """
 
-    def __init__(self, metrics, steps, batch_size):
-        self.metrics, self.steps, self.batch_size = metrics, steps, batch_size
+    def __init__(self, metrics, steps, batch_size, data=None):
+        self.metrics, self.steps, self.batch_size, self.data = metrics, steps, batch_size, data
         self.epoch, self.batch = 0, 0
-        self.resume_at = None
+        self.resume_at, self.where = None, None
 
     def position(self, end_of_epoch=False):
+        where = {"steps": self.steps, "batch_size": self.batch_size, "data": self.data}
         if end_of_epoch:
-            return {"epoch": self.epoch + 1, "batch": 0, "steps": self.steps, "batch_size": self.batch_size,
-                    "metrics": []}
-        return {"epoch": self.epoch, "batch": self.batch, "steps": self.steps, "batch_size": self.batch_size,
-                "metrics": [[m.name, m.total, m.count] for m in self.metrics]}
+            return {"epoch": self.epoch + 1, "batch": 0, "metrics": [], **where}
+        return {"epoch": self.epoch, "batch": self.batch, "metrics": [[m.name, m.total, m.count] for m in self.metrics],
+                **where}
 
     def resume(self, position, where):
-        """Start at a saved position; it must come from a run with the same batches per epoch."""
-        for key, what in (("steps", "batches per epoch"), ("batch_size", "batch_size")):
+        """Start at a saved position; it must come from a run with the same batches per epoch and data."""
+        for key, what in (("steps", "batches per epoch"), ("batch_size", "batch_size"), ("data", "dataset elements")):
             saved, mine = position.get(key), getattr(self, key)
             if saved is not None and mine is not None and saved != mine:
                 raise CheckpointError(f"{where}: expected a backup of a run with {what} {mine}, received one with "
                                       f"{saved}; rerun with the same data and batch_size, or delete the backup")
-        self.resume_at = position
+        self.resume_at, self.where = position, where
+
+    def skip_done(self, batches, done):
+        """The epoch's batches after the ``done`` a resumed run did already; its data must have that many."""
+        batches = iter(batches)
+        for seen in range(done):
+            if next(batches, None) is None:
+                raise CheckpointError(f"{self.where}: expected data with at least {done} batches in epoch "
+                                      f"{self.epoch + 1}, where the backup was saved, received {seen}; rerun with the "
+                                      f"same data and batch_size, or delete the backup")
+        return batches
 
     def begin_epoch(self, epoch, batch, sums=()):
         self.epoch, self.batch = epoch, batch
@@ -141,18 +153,21 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
             xs, y = [a[:cut] for a in xs], y[:cut]
         steps = da.num_batches(len(y), batch_size)
     else:
-        steps = None
+        steps = da.dataset_steps(x)
     if steps_per_epoch is not None:
         steps = min(steps, steps_per_epoch) if steps else steps_per_epoch
     model._optimizers()       # an optimizer state loaded before compile lands now
     history = callbacks_mod.History()
     cbs = _callback_list(model, callbacks, verbose, {"epochs": epochs, "steps": steps, "verbose": verbose}, history)
     model.history, model.stop_training = history, False
-    state = model._fit_state = FitState(_metrics(model), steps, batch_size)
+    state = model._fit_state = FitState(_metrics(model), steps, batch_size if prepared else None,
+                                        None if prepared else da.describe_dataset(x))
     try:
         cbs.on_train_begin({})    # BackupAndRestore restores (or refuses a backup) before the step is built
         executable = model._executable("train")
         resume = state.resume_at or {"epoch": initial_epoch, "batch": 0, "metrics": []}
+        if prepared is None and state.resume_at:
+            da.replay_epochs(x, resume["epoch"] - initial_epoch)
         for epoch in range(resume["epoch"], epochs):
             resumed = epoch == resume["epoch"]
             state.begin_epoch(epoch, resume["batch"] if resumed else 0, resume["metrics"] if resumed else ())
@@ -163,7 +178,8 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
                 order = np.random.default_rng([config.seed(), epoch]).permutation(len(y)) if shuffle else None
                 batches = da.batches(xs + [y], batch_size, order)
             # the batches of this epoch a resumed run has done already are skipped, in the same order
-            batches = itertools.islice(batches, state.batch, steps_per_epoch)
+            batches = itertools.islice(state.skip_done(batches, state.batch),
+                                       None if steps_per_epoch is None else steps_per_epoch - state.batch)
             logs = _run_batches(model, executable, batches, state.metrics, cbs, "train", train=True, state=state)
             if validation_data is not None:
                 val = evaluate(model, *_split_validation(validation_data, what), batch_size, 0, None, True)
