@@ -8,10 +8,16 @@ BINARY = {
     "maximum": tf.maximum, "minimum": tf.minimum, "equal": tf.equal, "greater": tf.greater, "pow": tf.pow,
 }
 
+def softsign(x):
+    """``x / (1 + |x|)``, written out: DTensor has no layout propagation for tf.nn.softsign's gradient
+    (SoftsignGrad), so a consistent-view step with it failed to compile."""
+    return x / (1.0 + tf.abs(x))
+
+
 UNARY = {
     "relu": tf.nn.relu, "relu6": tf.nn.relu6, "sigmoid": tf.sigmoid, "tanh": tf.tanh, "exp": tf.exp,
     "log": tf.math.log, "sqrt": tf.sqrt, "rsqrt": tf.math.rsqrt, "square": tf.square,
-    "gelu": lambda x: tf.nn.gelu(x, approximate=False), "softplus": tf.nn.softplus, "softsign": tf.nn.softsign,
+    "gelu": lambda x: tf.nn.gelu(x, approximate=False), "softplus": tf.nn.softplus, "softsign": softsign,
     "silu": tf.nn.silu, "elu": tf.nn.elu, "selu": tf.nn.selu, "hard_sigmoid": lambda x: tf.nn.relu6(x + 3.0) / 6.0,
     "negative": tf.negative, "abs": tf.abs, "identity": tf.identity,
 }
