@@ -8,6 +8,7 @@ BINARY = {
     "maximum": tf.maximum, "minimum": tf.minimum, "equal": tf.equal, "greater": tf.greater, "pow": tf.pow,
 }
 
+
 def softsign(x):
     """``x / (1 + |x|)``, written out: DTensor has no layout propagation for tf.nn.softsign's gradient
     (SoftsignGrad), so a consistent-view step with it failed to compile."""
