@@ -4,13 +4,29 @@ For each op, one job function holds a branch per signature: fresh input
 variables laid out (by layout rules) as the signature wants them, the op with
 that signature forced, and ``sum(y * w)`` into a shared loss.  One SGD(1.0)
 step later the outputs and every input variable (``x - dloss/dx``) must equal
-a one-device run.  On a 2-device mesh each signature is tried; on a 2x2
-``data x model`` mesh each is tried on both axes, paired with another.
-Signatures that take or give partial sums are planned and boxed like any
-other; DTensor has no partial-sum layout, so the engine computes them as the
-plan's Boxing says the value must end up (DESIGN.md).  Signatures DTensor
-cannot expand (a split convolution filter, channel-split pooling) are not
-offered by the TF backend; forcing one is a named error before any step.
+a one-device run.  On a 2-device mesh every signature the backend supports is
+tried; on a 2x2 ``data x model`` mesh each is tried on both axes, paired with
+another; a signature that no case's shapes let divide fails the test.
+
+An input a signature wants as a partial sum (P) is not a variable but the
+output of a matmul whose contraction axis is split over that mesh axis
+(``S(1) x S(0) -> P``; for a 1-D input a sum over a split axis,
+``S(0) -> P``), so the plan really hands the op a P value, with no Boxing in
+between, and the gradient flows back through that matmul to its variables.
+This proves that the planner accepts P where it arises, that the TF backend
+lowers a P-producing op feeding a P-consuming op to the values and gradients
+of one device, and that the plan's shapes and layouts around them are
+consistent.  It does not prove that each P signature is right for real
+partial sums: DTensor has no public partial-sum layout, so the engine reduces
+at the matmul and the op computes on whole values (DESIGN.md, "SBP,
+precisely"); a wrong P rule in the planner would cost bytes, not results.
+
+Signatures DTensor cannot expand (a split convolution filter, channel-split
+pooling) are not offered by the TF backend; forcing one is a named error
+before any step.  Dropout masks are a documented view-switch exception: its
+signatures are compared with one device at rate 0, and at rate 0.5 every
+signature must keep what it drops and scale what it keeps, forward and
+backward alike.
 """
 import re
 
@@ -20,21 +36,34 @@ import pytest
 import flowlayers as flow
 from flowlayers import ops
 from flowlayers.errors import SBPError
+from flowlayers.framework.op_def import Signature
 from flowlayers.framework.variable import store
 from flowlayers.ops.source import placeholder
 from flowlayers.parallel import force_signature, propagate, signatures_of
-from flowlayers.sbp import Split, broadcast
+from flowlayers.sbp import Split, broadcast, partial_sum
 from flowlayers_tensorflow.consistent import supports
 
-F, I = "float", "int"
+F = "float"          # N(0, 1)
+POS = "positive"     # U(0.5, 2): inside the domain of log, sqrt, rsqrt and pow's base
+FLOATS = {F: lambda: flow.random_normal_initializer(), POS: lambda: flow.random_uniform_initializer(0.5, 2.0)}
 MESHES = {"2": {"data": 2}, "2x2": {"data": 2, "model": 2}}
+CONTRACTED = 4       # contraction size of the matmul that makes a partial-sum input
 
 
 def _ints(hi):
     return lambda shape, rng: rng.integers(0, hi, shape).astype(np.int32)
 
 
-# name: (op on the inputs, [(shape, kind or int sampler, trainable)])
+def _unary(fn, kind=F):
+    return (fn, [((4, 6), kind)])
+
+
+def constrained(x, nd_sbp=None):
+    """``x.with_sbp(*nd_sbp)``: the SBP pinned is the signature tried (see run); one device has no constraint."""
+    return x.with_sbp(*nd_sbp) if nd_sbp else ops.elementwise.identity(x)
+
+
+# name: (op on the inputs, [(shape, float kind or int sampler)])
 CASES = {
     "matmul": (lambda a, b: ops.matmul.matmul(a, b), [((4, 6), F), ((6, 8), F)]),
     "matmul_tt": (lambda a, b: ops.matmul.matmul(a, b, transpose_a=True, transpose_b=True),
@@ -43,22 +72,43 @@ CASES = {
     "add": (lambda a, b: a + b, [((4, 6), F), ((6,), F)]),
     "subtract": (lambda a, b: a - b, [((4, 6), F), ((4, 6), F)]),
     "multiply": (lambda a, b: a * b, [((4, 6), F), ((4, 6), F)]),
-    "divide": (lambda a, b: a / ops.elementwise.exp(b), [((4, 6), F), ((4, 6), F)]),
+    "divide": (lambda a, b: a / b, [((4, 6), F), ((4, 6), POS)]),
     "maximum": (lambda a, b: flow.math.maximum(a, b), [((4, 6), F), ((4, 6), F)]),
     "minimum": (lambda a, b: flow.math.minimum(a, b), [((4, 6), F), ((4, 6), F)]),
-    "relu": (lambda a: flow.nn.relu(a), [((4, 6), F)]),
-    "sigmoid": (lambda a: flow.math.sigmoid(a), [((4, 6), F)]),
-    "tanh": (lambda a: flow.math.tanh(a), [((4, 6), F)]),
-    "gelu": (lambda a: flow.nn.gelu(a), [((4, 6), F)]),
-    "negative": (lambda a: -a, [((4, 6), F)]),
-    "square": (lambda a: flow.math.square(a), [((4, 6), F)]),
+    "pow": (lambda a, b: flow.math.pow(a, b), [((4, 6), POS), ((4, 6), F)]),
+    # about half the elements equal: a against max(a, b)
+    "equal": (lambda a, b: flow.math.equal(a, flow.math.maximum(a, b)), [((4, 6), F), ((4, 6), F)]),
+    "greater": (lambda a, b: ops.elementwise.greater(a, b), [((4, 6), F), ((4, 6), F)]),
+    "relu": _unary(lambda a: flow.nn.relu(a)),
+    "relu6": _unary(lambda a: flow.nn.relu6(a * 4.0)),      # some inputs beyond 6
+    "sigmoid": _unary(lambda a: flow.math.sigmoid(a)),
+    "tanh": _unary(lambda a: flow.math.tanh(a)),
+    "gelu": _unary(lambda a: flow.nn.gelu(a)),
+    "softplus": _unary(lambda a: flow.nn.softplus(a)),
+    "softsign": _unary(lambda a: flow.nn.softsign(a)),
+    "silu": _unary(lambda a: flow.nn.silu(a)),
+    "elu": _unary(lambda a: flow.nn.elu(a)),
+    "selu": _unary(lambda a: flow.nn.selu(a)),
+    "hard_sigmoid": _unary(lambda a: flow.nn.hard_sigmoid(a * 4.0)),   # some inputs beyond +-3
+    "leaky_relu": _unary(lambda a: flow.nn.leaky_relu(a, alpha=0.1)),
+    "negative": _unary(lambda a: -a),
+    "abs": _unary(lambda a: flow.math.abs(a)),
+    "identity": _unary(lambda a: ops.elementwise.identity(a)),
+    "square": _unary(lambda a: flow.math.square(a)),
+    "exp": _unary(lambda a: flow.math.exp(a)),
+    "log": _unary(lambda a: flow.math.log(a), POS),
+    "sqrt": _unary(lambda a: flow.math.sqrt(a), POS),
+    "rsqrt": _unary(lambda a: flow.math.rsqrt(a), POS),
+    "cast": _unary(lambda a: flow.cast(a, flow.float64)),
+    "sbp_constraint": _unary(constrained),
+    "dropout": _unary(lambda a: flow.nn.dropout(a, 0.0)),
     "bias_add": (lambda x, b: ops.conv.bias_add(x, b), [((4, 6), F), ((6,), F)]),
-    "bias_add_nchw": (lambda x, b: ops.conv.bias_add(x, b, axis=1), [((2, 4, 3, 3), F), ((4,), F)]),
+    "bias_add_nchw": (lambda x, b: ops.conv.bias_add(x, b, axis=1), [((2, 4, 4, 2), F), ((4,), F)]),
     "conv2d": (lambda x, k: ops.conv.conv2d(x, k, padding="SAME", data_format="NCHW"),
                [((2, 4, 5, 5), F), ((3, 3, 4, 6), F)]),
     "max_pool2d": (lambda x: flow.nn.max_pool2d(x, 2, 2, "VALID", data_format="NCHW"), [((2, 4, 4, 4), F)]),
     "avg_pool2d": (lambda x: flow.nn.avg_pool2d(x, 2, 2, "VALID", data_format="NCHW"), [((2, 4, 4, 4), F)]),
-    "reshape": (lambda x: flow.reshape(x, (2, 2, 2, 9)), [((2, 4, 3, 3), F)]),
+    "reshape": (lambda x: flow.reshape(x, (2, 2, 2, 8)), [((2, 4, 4, 2), F)]),
     "flatten": (lambda x: flow.flatten(x), [((2, 4, 3, 3), F)]),
     "transpose": (lambda x: flow.transpose(x, (1, 0, 2)), [((2, 4, 6), F)]),
     "concat": (lambda a, b: flow.concat([a, b], axis=1), [((4, 2), F), ((4, 6), F)]),
@@ -79,15 +129,19 @@ CASES = {
     "gather": (lambda t, i: ops.embedding.gather(t, i), [((6, 4), F), ((4, 2), _ints(6))]),
     "one_hot": (lambda i: ops.nn.one_hot(i, 6), [((4, 2), _ints(6))]),
     "argmax": (lambda x: ops.reduce.argmax(x, axis=1), [((4, 6), F)]),
-    "greater": (lambda a, b: ops.elementwise.greater(a, b), [((4, 6), F), ((4, 6), F)]),
 }
+CONSTRAINT = "sbp_constraint"        # its signature is the SBP it pins: tried by pinning, not by forcing
+MASKED_DROPOUT = (lambda a: flow.nn.dropout(a, 0.5), [((4, 6), F)])   # compared with itself, not one device
 
 
-def _probe(name):
+def _probe(name, nd_sbp=None, case=None):
     """The op applied to placeholders: its node tells the legal signatures for these shapes."""
-    fn, specs = CASES[name]
-    xs = [placeholder(shape, flow.float32 if kind == F else flow.int32, f"probe{i}")
+    fn, specs = case or CASES[name]
+    xs = [placeholder(shape, flow.int32 if callable(kind) else flow.float32, f"probe{i}")
           for i, (shape, kind) in enumerate(specs)]
+    if name == CONSTRAINT:
+        axes = propagate.mesh_axes()
+        return fn(*xs, nd_sbp or (axes and (broadcast,) * len(axes)))
     return fn(*xs)
 
 
@@ -97,19 +151,36 @@ class _Probe:      # what propagate.signatures reads of a node, with a signature
         self.attrs = {**node.attrs, "signature": forced}
 
 
-def assignments(name, mesh):
-    """Per-axis signature tuples to try: each legal signature on each mesh axis."""
+def use_mesh(mesh):
     flow.config.set_view("consistent")
     flow.config.gpu_device_num(int(np.prod(list(mesh.values()))))
     flow.config.set_mesh(**mesh)
-    node = _probe(name).node
-    sigs = [s for s in signatures_of(node.outputs[0]) if supports(node.op.name, s)]
+
+
+def offered(name, case=None):
+    """The signatures of the case's op that the TF backend supports, for the case's shapes (on the mesh in force);
+    a constraint's are every SBP it can pin."""
+    node = _probe(name, case=case).node
+    if name == CONSTRAINT:
+        x = node.inputs[0]
+        return [Signature((s,), (s,)) for s in [Split(k) for k in range(x.ndim)] + [broadcast, partial_sum]]
+    return [s for s in signatures_of(node.outputs[0]) if supports(node.op.name, s)]
+
+
+def assignments(name, mesh, case=None):
+    """Per-axis signature tuples to try: each offered signature on each mesh axis, where the shapes let it."""
+    use_mesh(mesh)
+    node = _probe(name, case=case).node
+    sigs = offered(name, case)
     axes = list(mesh.items())
     specs = [(b.shape, b.dtype) for b in node.outputs]
 
     def ok(forced):
         try:
-            propagate.signatures(_Probe(node, forced), specs, axes, supports=supports)
+            if name == CONSTRAINT:
+                _probe(name, tuple(s.outputs[0] for s in forced))
+            else:
+                propagate.signatures(_Probe(node, forced), specs, axes, supports=supports)
             return True
         except SBPError:
             return False
@@ -137,74 +208,168 @@ def layout_spec(sbps, axes, rank):
     return tuple(spec)
 
 
-def run(name, branches, mesh=None):
-    """One SGD(1.0) step of the job with one branch per forced signature tuple; outputs and variables."""
-    fn, specs = CASES[name]
+def partial_rules(path, shape, partial_axes):
+    """Layout rules of the variables of ``partial_input``: its contraction split over ``partial_axes``."""
+    if len(partial_axes) > 1:
+        raise AssertionError(f"{path}: a partial sum over two mesh axes needs a contraction split over both")
+    rank, axis = len(shape), partial_axes[0]
+    if rank == 1:
+        return {f"^{re.escape(path)}/a$": (axis, None)}
+    a, b = [None] * rank, [None] * rank
+    a[rank - 1] = b[rank - 2] = axis
+    return {f"^{re.escape(path)}/a$": tuple(a), f"^{re.escape(path)}/b$": tuple(b)}
+
+
+def partial_input(path, shape, partial_axes, mesh):
+    """A float input of ``shape`` made by a matmul (a sum over axis 0 if 1-D) from variables ``path/a`` and
+    ``path/b``: its contraction is split over the mesh axis in ``partial_axes`` (giving P there, see
+    partial_rules), whole over the others (giving B, which the planner boxes as the consumer wants)."""
+    rank, init = len(shape), flow.random_normal_initializer
+    if rank >= 2:
+        a = flow.get_variable(f"{path}/a", shape[:-1] + (CONTRACTED,), initializer=init())
+        b = flow.get_variable(f"{path}/b", shape[:-2] + (CONTRACTED, shape[-1]), initializer=init())
+        y = ops.matmul.matmul(a, b)
+        split = Signature((Split(rank - 1), Split(rank - 2)), (partial_sum,))
+    else:
+        y = flow.math.reduce_sum(flow.get_variable(f"{path}/a", (CONTRACTED,) + shape, initializer=init()), axis=0)
+        split = Signature((Split(0),), (partial_sum,))
+    if mesh is not None:
+        whole = Signature((broadcast,) * len(y.node.inputs), (broadcast,))
+        force_signature(y, *(split if axis in partial_axes else whole for axis in mesh))
+    return y
+
+
+def run(name, branches, mesh=None, case=None, plan=None):
+    """One SGD(1.0) step of a job with one branch per signature tuple in ``branches``, forced on ``mesh`` (on
+    one device: the same graph, nothing forced); its outputs and variables.  ``plan``, a list, receives
+    (forward Boxing, [(producer, op, mesh axis)] of each partial-sum input)."""
+    fn, specs = case or CASES[name]
     flow.clear_session()
     if mesh is None:
         flow.config.set_view("mirrored")
         flow.config.gpu_device_num(1)
         flow.config.set_mesh()
     else:
-        flow.config.set_view("consistent")
-        flow.config.gpu_device_num(int(np.prod(list(mesh.values()))))
-        flow.config.set_mesh(**mesh)
+        use_mesh(mesh)
     rng = np.random.default_rng(0)
     consts = [[kind(shape, rng) if callable(kind) else None for shape, kind in specs] for _ in branches]
-    weights = []
-    rules = {}
-    for k, forced in enumerate(branches):
-        for i, (shape, kind) in enumerate(specs):
-            if kind == F and mesh is not None:
-                rules[f"^{re.escape(f'b{k}/in{i}')}$"] = layout_spec([s.inputs[i] for s in forced], list(mesh),
-                                                                     len(shape))
-    flow.config.set_layout_rules(rules)
+    axes = list(mesh) if mesh else [f"axis{j}" for j in range(len(branches[0]))]
+    partial = {(k, i): [a for a, s in zip(axes, forced) if s.inputs[i] == partial_sum]
+               for k, forced in enumerate(branches) for i in range(len(specs))}
+    rules, partial_feeds = {}, []     # partial_feeds: (producer, op, mesh axis) of each P input
+    if mesh is not None:
+        for k, forced in enumerate(branches):
+            for i, (shape, kind) in enumerate(specs):
+                if partial[k, i]:
+                    rules.update(partial_rules(f"b{k}/in{i}", shape, partial[k, i]))
+                elif not callable(kind):
+                    rules[f"^{re.escape(f'b{k}/in{i}')}$"] = layout_spec([s.inputs[i] for s in forced], axes,
+                                                                         len(shape))
+    trains = any(not callable(kind) for _, kind in specs) and _probe(name, case=case).dtype.is_floating
 
-    trains = any(kind == F for _, kind in specs) and _probe(name).dtype.is_floating
+    def inputs(k):
+        xs = []
+        for i, (shape, kind) in enumerate(specs):
+            if callable(kind):
+                xs.append(flow.constant(consts[k][i], dtype=flow.int32))
+            elif partial[k, i]:
+                xs.append(partial_input(f"b{k}/in{i}", shape, partial[k, i], mesh))
+            else:
+                xs.append(flow.get_variable(f"b{k}/in{i}", shape, initializer=FLOATS[kind]()))
+        return xs
 
     @flow.global_function(type="train" if trains else "predict")
     def job():
         loss, outs = None, []
         for k, forced in enumerate(branches):
-            xs = [flow.get_variable(f"b{k}/in{i}", shape, initializer=flow.random_normal_initializer())
-                  if kind == F else flow.constant(consts[k][i], dtype=flow.int32)
-                  for i, (shape, kind) in enumerate(specs)]
-            y = fn(*xs)
-            if mesh is not None:
-                force_signature(y, *forced)
+            xs = inputs(k)
+            if name == CONSTRAINT:
+                y = fn(*xs, mesh and tuple(s.outputs[0] for s in forced))
+            else:
+                y = fn(*xs)
+                if mesh is not None:
+                    force_signature(y, *forced)
+            partial_feeds.extend((x.node.name, y.node.name, a) for i, x in enumerate(xs) for a in partial[k, i])
             outs.append(y)
             if y.dtype.is_floating:
-                w = flow.constant(np.random.default_rng(k).normal(size=y.shape).astype(np.float32))
+                w = flow.constant(np.random.default_rng(k).normal(size=y.shape), dtype=y.dtype)
                 term = flow.math.reduce_sum(y * w)
                 loss = term if loss is None else loss + term
         if trains:
             flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [1.0])).minimize(loss)
         return tuple(outs)
 
+    flow.config.set_layout_rules(rules)
     outs = job()
     values = {p: v.numpy() for p, v in store.variables.items()}
+    if plan is not None:
+        plan += [[b for b in job.parallel_plan().boxing if b.phase == "forward"], partial_feeds]
     return outs, values
 
 
 def check(name, mesh_name):
     mesh = MESHES[mesh_name]
     branches = assignments(name, mesh)
-    assert branches, f"{name}: no legal signature on mesh {mesh}"
-    ref_outs, ref_vars = run(name, [None] * len(branches))
-    outs, variables = run(name, branches, mesh)
+    sigs = offered(name)
+    for pos, axis in enumerate(mesh):
+        untried = [s for s in sigs if s not in {b[pos] for b in branches}]
+        assert not untried, (f"{name}: offered signatures never tried on mesh axis {axis!r} of {mesh}: {untried}; "
+                             f"change the case's shapes so that they divide")
+    ref_outs, ref_vars = run(name, branches)
+    plan = []
+    outs, variables = run(name, branches, mesh, plan=plan)
+    forward, partial_feeds = plan
+    for producer, op, axis in partial_feeds:      # P reaches the op as P: no collective over that axis between
+        moved = [b for b in forward if b.producer == producer and b.consumer == op
+                 and any(a == axis for a, _ in b.collectives)]
+        assert not moved, f"{name}: the partial-sum input from {producer} was boxed over {axis!r}: {moved}"
     for k, forced in enumerate(branches):
         sig = " | ".join(map(repr, forced))
         np.testing.assert_allclose(outs[k], ref_outs[k], rtol=1e-5, atol=1e-5, err_msg=f"{name} forward, {sig}")
-        for path in ref_vars:
-            if path.startswith(f"b{k}/"):
-                np.testing.assert_allclose(variables[path], ref_vars[path], rtol=1e-5, atol=1e-5,
-                                           err_msg=f"{name} gradient of {path}, {sig}")
+        mine = [p for p in ref_vars if p.startswith(f"b{k}/")]
+        assert mine or not any(not callable(kind) for _, kind in CASES[name][1]), ref_vars
+        for path in mine:
+            np.testing.assert_allclose(variables[path], ref_vars[path], rtol=1e-5, atol=1e-5,
+                                       err_msg=f"{name} gradient of {path}, {sig}")
 
 
 @pytest.mark.parametrize("mesh_name", sorted(MESHES))
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_every_signature_matches_one_device(name, mesh_name):
     check(name, mesh_name)
+
+
+@pytest.mark.parametrize("mesh_name", sorted(MESHES))
+def test_partial_sum_inputs_are_planned_as_partial_sums(mesh_name):
+    """The P signatures of matmul, add and conv2d are tried with a P input on every mesh (guards run's set-up)."""
+    for name, wanted in [("matmul", {"P x B -> P", "B x P -> P"}), ("add", {"P x P -> P"}), ("conv2d", {"P x B -> P"})]:
+        tried = {repr(s) for b in assignments(name, MESHES[mesh_name]) for s in b}
+        assert wanted <= tried, (name, tried)
+
+
+# DTensor draws a stateless random op shard by shard; on a 2x2 mesh the replicas of one shard drew different masks
+# in a job of six dropout branches, so replicated variables diverged between devices, with no error.  Fixed by
+# drawing whole and relaying out (consistent.py _DTensorContext.random_uniform, owned elsewhere): then this passes.
+DROPOUT_MESHES = ["2", pytest.param("2x2", marks=pytest.mark.xfail(
+    strict=True, reason="DTensor's sharded dropout draws differ between replicas of one shard"))]
+
+
+@pytest.mark.parametrize("mesh_name", DROPOUT_MESHES)
+def test_dropout_drops_and_scales_alike_forward_and_backward(mesh_name):
+    """At rate 0.5 each signature's mask is its own (DESIGN.md), but every kept value is doubled, every dropped one
+    is 0, and the gradient (``w`` where kept, doubled) follows the same mask."""
+    mesh = MESHES[mesh_name]
+    branches = assignments("dropout", mesh, MASKED_DROPOUT)
+    assert {b[0] for b in branches} == set(offered("dropout", MASKED_DROPOUT))
+    initial, _ = run("identity", branches)       # one device: the same variables, passed through
+    outs, variables = run("dropout", branches, mesh, MASKED_DROPOUT)
+    for k, forced in enumerate(branches):
+        kept = outs[k] != 0
+        assert 0.2 < kept.mean() < 0.8, (forced, kept)
+        np.testing.assert_allclose(outs[k][kept], 2 * initial[k][kept], rtol=1e-6, err_msg=repr(forced))
+        w = np.random.default_rng(k).normal(size=outs[k].shape).astype(np.float32)
+        np.testing.assert_allclose(variables[f"b{k}/in0"], initial[k] - 2 * w * kept, rtol=1e-5, atol=1e-5,
+                                   err_msg=repr(forced))
 
 
 def test_forcing_a_signature_the_backend_cannot_realise_is_named():
