@@ -78,6 +78,9 @@ def test_checkpoints(tmp_path):
     assert "killed by SIGKILL" in out and "job: starting at step 6" in out      # resumed at the last backup
     assert number_after("resumed run vs uninterrupted run: max |w diff|", out) < 1e-6
     assert "backup removed after success: True" in out
+    assert "trained in the consistent view on 2 device(s), saved at step 2" in out          # flow.train.CheckPoint
+    assert "loaded in the mirrored view on 1 device(s): train_job resumes at step 2" in out
+    assert number_after("resumed in another view vs never stopped: max |prediction diff|", out) < 1e-5
 
 
 def test_custom_layer_and_op(tmp_path):

@@ -10,7 +10,10 @@ one device.  Part 2 shows that a checkpoint which does not fit, or is damaged,
 is refused with a message naming the variable or the file, and changes
 nothing.  Part 3 kills a training process with SIGKILL -- as the OOM killer or
 a pre-empted machine would -- runs the same command again, and gets the
-weights of a run that was never interrupted.
+weights of a run that was never interrupted.  Part 4 does the same with the
+job-function face: ``flow.train.CheckPoint`` saves a train job mid-run on 2
+devices in the consistent view, and the run goes on in the mirrored view on
+one device from the step the checkpoint gives back.
 """
 import argparse
 import json
@@ -24,6 +27,7 @@ import time
 import numpy as np
 
 import flowlayers as flow
+import flowlayers.typing as tp
 
 EPOCHS, BATCH = 2, 64
 
@@ -185,6 +189,58 @@ def crash_and_resume(workdir, smoke):
     return diff
 
 
+# ---------------------------------------------------------------------------
+# Part 4. The job-function face: flow.train.CheckPoint, saved in one view, loaded in another.
+# ---------------------------------------------------------------------------
+def make_jobs(view):
+    """A train job and a predict job; they share the layers "hidden" and "logits" by name."""
+    flow.clear_session()
+    cfg = flow.function_config()
+    cfg.default_logical_view(flow.scope.consistent_view() if view == "consistent" else flow.scope.mirrored_view())
+
+    def mlp(images):
+        h = flow.layers.dense(flow.reshape(images, [BATCH, 64]), 64, activation=flow.nn.relu, name="hidden")
+        return flow.layers.dense(h, 10, name="logits")
+
+    @flow.global_function(type="train", function_config=cfg)
+    def train_job(images: tp.Numpy.Placeholder((BATCH, 1, 8, 8)),
+                  labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32)) -> tp.Numpy:
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, mlp(images))
+        flow.optimizer.Adam(flow.optimizer.PiecewiseConstantScheduler([], [0.003])).minimize(loss)
+        return loss
+
+    @flow.global_function(type="predict", function_config=cfg)
+    def predict_job(images: tp.Numpy.Placeholder((BATCH, 1, 8, 8))) -> tp.Numpy:
+        return mlp(images)
+    return train_job, predict_job
+
+
+def job_face(workdir, smoke):
+    x, y, x_test = data(smoke)
+    batches = [(x[i:i + BATCH], y[i:i + BATCH]) for i in range(0, len(x) - BATCH + 1, BATCH)]
+    path, half = os.path.join(workdir, "job_ckpt"), len(batches) // 2
+
+    def train(view, devices, until, resume=False, save=False):
+        place(view, devices)
+        train_job, predict_job = make_jobs(view)
+        ckpt = flow.train.CheckPoint()
+        start = ckpt.load(path)["train_job"] if resume else 0     # weights, Adam's slots and the step
+        if resume:
+            print(f"  loaded in the {view} view on {devices} device(s): train_job resumes at step {start}")
+        for step in range(start, until):
+            train_job(*batches[step])
+        if save:
+            ckpt.save(path)
+            print(f"  trained in the {view} view on {devices} device(s), saved at step {until}")
+        return predict_job(x_test[:BATCH])
+
+    never_stopped = train("consistent", 2, len(batches))
+    train("consistent", 2, half, save=True)          # stops half way: a crash, or the end of a time slot
+    resumed = train("mirrored", 1, len(batches), resume=True)
+    diff = np.abs(resumed - never_stopped).max()
+    print(f"  resumed in another view vs never stopped: max |prediction diff| {diff:.1e}")
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.train_job:
@@ -199,6 +255,8 @@ def main(argv=None):
         refused(path, model, workdir)
         print("== Part 3: killed, run again, resumed at the last saved step")
         crash_and_resume(workdir, args.smoke)
+        print("== Part 4: the job-function face, flow.train.CheckPoint")
+        job_face(workdir, args.smoke)
     print(f"done in {time.perf_counter() - start:.1f}s")
 
 
