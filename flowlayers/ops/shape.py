@@ -123,18 +123,24 @@ SBP_CONSTRAINT = OpDef("sbp_constraint", lambda inputs, attrs: [(inputs[0].shape
 
 def sbp_constraint(x, nd_sbp):
     """Identity on values; pins ``x`` to ``nd_sbp`` so Boxing converts to it (``Blob.with_sbp``)."""
-    from ..parallel.propagate import mesh_axes
+    from ..parallel.propagate import check_nd, mesh_axes
 
     axes = mesh_axes()
+    what = f"Blob {x.name!r}.with_sbp"
     if axes is None:
-        raise SBPError(f"Blob {x.name!r}.with_sbp(...): SBP constraints exist in the consistent view only; "
-                       f"the view in force is mirrored")
+        raise SBPError(f"{what}(...): SBP constraints exist in the consistent view only; the view in force is "
+                       f"mirrored; drop the constraint or build the model in flow.config.set_view('consistent')")
     nd_sbp = tuple(nd_sbp[0]) if len(nd_sbp) == 1 and isinstance(nd_sbp[0], (tuple, list)) else tuple(nd_sbp)
     if len(nd_sbp) != len(axes) or not all(sbp_mod.is_sbp(s) for s in nd_sbp):
-        raise SBPError(f"Blob {x.name!r}.with_sbp: expected {len(axes)} SBP value(s), one per mesh axis "
-                       f"{[a for a, _ in axes]}, received {nd_sbp!r}")
+        raise SBPError(f"{what}: expected {len(axes)} SBP value(s), one per mesh axis {[a for a, _ in axes]}, "
+                       f"received {nd_sbp!r}; pass one flow.sbp value (split(k), broadcast, partial_sum) per axis")
     for s, (axis_name, n) in zip(nd_sbp, axes):
-        if isinstance(s, S) and (s.axis >= x.ndim or (x.shape[s.axis] is not None and x.shape[s.axis] % n)):
-            raise SBPError(f"Blob {x.name!r}.with_sbp: {s!r} on mesh axis {axis_name!r} ({n} devices) expected a "
-                           f"tensor axis whose size divides by {n}, received shape {describe_shape(x.shape)}")
+        if isinstance(s, S) and s.axis >= x.ndim:
+            raise SBPError(f"{what}: {s!r} on mesh axis {axis_name!r} expected a tensor axis in [0, {x.ndim}) of "
+                           f"shape {describe_shape(x.shape)}, received axis {s.axis}; split one of the Blob's dims")
+        if isinstance(s, S) and x.shape[s.axis] is not None and x.shape[s.axis] % n:
+            raise SBPError(f"{what}: {s!r} on mesh axis {axis_name!r} of size {n} expected a dim whose size divides "
+                           f"by {n}, received dim {s.axis} of size {x.shape[s.axis]} in shape "
+                           f"{describe_shape(x.shape)}; split a dim that divides, or broadcast on that axis")
+    check_nd(nd_sbp, x.shape, what)
     return apply(SBP_CONSTRAINT, [x], {"sbp": nd_sbp})

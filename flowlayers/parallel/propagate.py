@@ -5,7 +5,7 @@ Axes are decided one after another; a tensor dim split over one mesh axis
 is not split again over another (DTensor gives each tensor dim one mesh axis).
 """
 from .. import config
-from ..errors import SBPError
+from ..errors import SBPError, describe_shape
 from ..framework.op_def import Signature
 from ..sbp import Split, broadcast, format_nd
 from . import boxing
@@ -138,8 +138,10 @@ def infer_sbp(node, specs):
 
 
 def check_nd(nd_sbp, shape, what):
-    """An nd-SBP may split each tensor dim over at most one mesh axis."""
+    """An nd-SBP may split each tensor dim over at most one mesh axis (DTensor gives each dim one mesh axis)."""
     dims = [s.axis for s in nd_sbp if isinstance(s, Split)]
     if len(set(dims)) != len(dims):
+        twice = next(d for d in dims if dims.count(d) > 1)
         raise SBPError(f"{what}: expected each tensor dim split over at most one mesh axis, received "
-                       f"{format_nd(nd_sbp)} for shape {shape}")
+                       f"{format_nd(nd_sbp)}, which splits dim {twice} of shape {describe_shape(shape)} over two "
+                       f"axes; split another dim on one of them, or broadcast there")
