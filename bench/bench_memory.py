@@ -18,7 +18,9 @@ import numpy as np  # noqa: E402
 
 import flowlayers as flow  # noqa: E402
 
-RULES = {  # column-split, row-split, column-split, row-split: one all-reduce per pair
+# column-split, row-split, twice (Megatron): the plan all-reduces each pair's partial sums forward, and the
+# gradient entering the second pair backward (the first pair's input needs none): three all-reduces
+RULES = {
     "^dense/kernel$": (None, "model"), "^dense/bias$": ("model",),
     "^dense_1/kernel$": ("model", None),
     "^dense_2/kernel$": (None, "model"), "^dense_2/bias$": ("model",),
