@@ -14,8 +14,10 @@ setup(
     install_requires=["numpy>=1.26,<3"],
     extras_require={
         # the engine: the CPU build of TensorFlow is enough where no GPU is wanted
-        "tensorflow-cpu": ["tensorflow-cpu>=2.21,<2.22", "tf-keras>=2.21,<2.22", "keras>=3.15,<4"],
-        "tensorflow": ["tensorflow>=2.21,<2.22", "tf-keras>=2.21,<2.22", "keras>=3.15,<4"],
+        # (no tf-keras: nothing uses it, and it requires the full "tensorflow" wheel, which would then be installed
+        # over tensorflow-cpu's files)
+        "tensorflow-cpu": ["tensorflow-cpu>=2.21,<2.22", "keras>=3.15,<4"],
+        "tensorflow": ["tensorflow>=2.21,<2.22", "keras>=3.15,<4"],
         # what the tutorials use: bundled real data (scikit-learn's digits) and the pictures
         "examples": ["scikit-learn>=1.4", "matplotlib>=3.8"],
         # the tests run every tutorial, pictures included

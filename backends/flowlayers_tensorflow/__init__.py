@@ -3,7 +3,11 @@
 Registered under the entry-point group ``flowlayers.backends``.  Custom ops get their kernels with
 ``register_kernel`` (see tutorial 06).
 """
-from .kernels import register_kernel  # noqa: F401
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")   # before the first TensorFlow import: INFO lines stay quiet
+
+from .kernels import register_kernel  # noqa: E402, F401
 
 
 class Backend:

@@ -167,8 +167,10 @@ class ConsistentExecutable(BaseExecutable):
         if batch not in self._fns:
             plan = self._plan(batch)
             jit = self.program.jit_compile or None
-            self._fns[batch] = (plan, tf.function(lambda *a: self._forward(plan, *a), jit_compile=jit, autograph=False),
-                                tf.function(lambda *a: self._fused(plan, *a), jit_compile=jit, autograph=False))
+            # partials, not lambdas: TF counts traces per code object and warns of "frequent retracing"
+            self._fns[batch] = (plan, tf.function(functools.partial(self._forward, plan), jit_compile=jit,
+                                                  autograph=False),
+                                tf.function(functools.partial(self._fused, plan), jit_compile=jit, autograph=False))
         return self._fns[batch]
 
     def _apply_fn(self, batch, grads):

@@ -17,7 +17,7 @@ def draw(sampler, shape, dtype, seed, path):
     dtype = tf_dtype(dtype)
     sample_dtype = tf.float32 if dtype in (tf.float16, tf.bfloat16) else dtype
     if kind == "constant":
-        value = tf.fill(shape, tf.constant(p["value"], sample_dtype))
+        value = tf.fill(shape, tf.cast(p["value"], sample_dtype))   # 0.0 fills an int variable too
     elif kind == "uniform":
         value = tf.random.stateless_uniform(shape, seed, p["minval"], p["maxval"], dtype=sample_dtype)
     elif kind == "normal":
