@@ -30,7 +30,7 @@ _state = {
 
 def _positive_int(value, what):
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{what}: expected a positive int, received {value!r}")
+        raise ConfigError(f"{what}: expected a positive int, received {value!r}; pass a count of at least 1")
     return value
 
 
@@ -107,10 +107,11 @@ def set_layout_rules(rules):
         try:
             re.compile(pattern)
         except (re.error, TypeError) as e:
-            raise ConfigError(f"layout rule {pattern!r}: expected a regular expression, received one that fails: {e}") from None
+            raise ConfigError(f"layout rule {pattern!r}: expected a regular expression, received one that fails: {e}; "
+                              f"escape characters meant literally with a backslash, e.g. r'dense\\(1\\)'") from None
         if not isinstance(spec, (tuple, list)) or not all(a is None or isinstance(a, str) for a in spec):
             raise ConfigError(f"layout rule {pattern!r}: expected a tuple of mesh-axis names or None, one per "
-                              f"tensor dim, received {spec!r}")
+                              f"tensor dim, received {spec!r}; write e.g. (None, 'model') to split a kernel's columns")
     _state["layout_rules"] = {p: tuple(s) for p, s in rules.items()}
 
 

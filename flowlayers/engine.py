@@ -29,7 +29,8 @@ def check_name(name, what):
     installed = available()
     if name not in installed:
         raise ConfigError(f"{what}: expected one of the installed backends {installed}, received {name!r}"
-                          + ("" if installed else "; install one, e.g. pip install 'flowlayers[tensorflow-cpu]'"))
+                          + ("; use one of those, or install the package that provides it" if installed else
+                             "; install one, e.g. pip install 'flowlayers[tensorflow-cpu]'"))
     return name
 
 

@@ -7,13 +7,15 @@ from .errors import InputError, ShapeError
 from .framework import naming
 from .ops import source
 
-# Ops one of whose inputs indexes something: op name -> (that input, size of what it indexes, what it holds).
+# Ops one of whose inputs indexes something: op name -> (that input, size of what it indexes, what it holds, how to
+# make room for more).
 # The engine fails on an index out of range mid-step (or, on GPU, silently reads zeros), so one fed
 # straight from an input is checked on the host first.
 _INDEXING = {
-    "sparse_softmax_cross_entropy": (0, lambda node: node.inputs[1].shape[-1], "class labels"),
-    "one_hot": (0, lambda node: node.attrs["depth"], "indices"),
-    "gather": (1, lambda node: node.inputs[0].shape[0], "ids"),
+    "sparse_softmax_cross_entropy": (0, lambda node: node.inputs[1].shape[-1], "class labels",
+                                     "give the logits one column per class"),
+    "one_hot": (0, lambda node: node.attrs["depth"], "indices", "raise one_hot's depth"),
+    "gather": (1, lambda node: node.inputs[0].shape[0], "ids", "give the Embedding a larger input_dim"),
 }
 
 
@@ -55,5 +57,6 @@ def check_range(value, node, size, what, where):
     if value.size and (value.min() < 0 or value.max() >= size):
         op = f"layer {node.layer.name!r}, op {node.op.name!r}" if node.layer else f"op {node.name!r}"
         raise InputError(f"{where} feeds the {what} of {op}: expected values in [0, {size}), received values in "
-                         f"[{value.min()}, {value.max()}]")
+                         f"[{value.min()}, {value.max()}]; remap them into [0, {size}), or "
+                         f"{_INDEXING[node.op.name][3]}")
 

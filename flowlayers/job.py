@@ -147,8 +147,9 @@ class JobFunction:
 
     def __call__(self, *args):
         if len(args) != len(self.params):
-            raise InputError(f"job function {self.__name__!r}: expected {len(self.params)} argument(s) "
-                             f"{[n for n, _ in self.params]}, received {len(args)}")
+            names = [n for n, _ in self.params]
+            raise InputError(f"job function {self.__name__!r}: expected {len(self.params)} argument(s) {names}, "
+                             f"received {len(args)}; call it as {self.__name__}({', '.join(names)})")
         runtime, program, executable, structure, ranges = self.build()
         feeds = [_check_feed(self.__name__, name, ph, arg, runtime.num_replicas)
                  for (name, ph), arg in zip(self.params, args)]
@@ -205,10 +206,12 @@ def _check_feed(job, name, ph, value, n_devices):
     if ph.kind == "list":
         if not isinstance(value, (list, tuple)):
             raise InputError(f"job function {job!r}: argument {name!r} (tp.ListNumpy.Placeholder) expected a list "
-                             f"of {n_devices} arrays, one per device, received a bare {type(value).__name__}")
+                             f"of {n_devices} arrays, one per device, received a bare {type(value).__name__}; split "
+                             f"the batch, e.g. np.split(batch, {n_devices})")
         if len(value) != n_devices:
             raise InputError(f"job function {job!r}: argument {name!r} expected a list of {n_devices} arrays, one "
-                             f"per device (flow.config.gpu_device_num), received a list of {len(value)}")
+                             f"per device (flow.config.gpu_device_num), received a list of {len(value)}; pass one "
+                             f"array per device")
         return [_check_array(job, f"{name}[{i}]", ph, v) for i, v in enumerate(value)]
     return _check_array(job, name, ph, value)
 
@@ -216,13 +219,15 @@ def _check_feed(job, name, ph, value, n_devices):
 def _check_array(job, name, ph, value):
     if not isinstance(value, np.ndarray):
         raise InputError(f"job function {job!r}: placeholder {name!r} expected a numpy array of shape "
-                         f"{describe_shape(ph.shape)}, received {type(value).__name__}")
+                         f"{describe_shape(ph.shape)}, received {type(value).__name__}; convert it with np.asarray")
     if value.ndim != len(ph.shape):
         raise InputError(f"job function {job!r}: placeholder {name!r} expected rank {len(ph.shape)}, shape "
-                         f"{describe_shape(ph.shape)}, received rank {value.ndim}, shape {describe_shape(value.shape)}")
+                         f"{describe_shape(ph.shape)}, received rank {value.ndim}, shape {describe_shape(value.shape)}"
+                         f"; reshape the array to the placeholder's shape")
     if any(d is not None and d != v for d, v in zip(ph.shape, value.shape)):
         raise InputError(f"job function {job!r}: placeholder {name!r} expected shape {describe_shape(ph.shape)}, "
-                         f"received {describe_shape(value.shape)}")
+                         f"received {describe_shape(value.shape)}; feed arrays of exactly that shape (a placeholder "
+                         f"fixes the batch size: drop or pad a short last batch)")
     if value.dtype != ph.dtype.numpy:
         raise DTypeError(f"job function {job!r}: placeholder {name!r} expected dtype {ph.dtype.name}, received "
                          f"{value.dtype} (convert with .astype(np.{ph.dtype.name}))")

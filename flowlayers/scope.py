@@ -18,7 +18,7 @@ class View:
 
     def __init__(self, name):
         if name not in VIEWS:
-            raise ConfigError(f"view: expected one of {list(VIEWS)}, received {name!r}")
+            raise ConfigError(f"view: expected one of {list(VIEWS)}, received {name!r}; use one of those names")
         self.name = name
 
     def __enter__(self):
@@ -52,7 +52,8 @@ def as_view_name(view, what="view"):
         return view.name
     if isinstance(view, str) and view in VIEWS:
         return view
-    raise ConfigError(f"{what}: expected one of {list(VIEWS)} (or flow.scope.<name>_view()), received {view!r}")
+    raise ConfigError(f"{what}: expected one of {list(VIEWS)} (or flow.scope.<name>_view()), received {view!r}; "
+                      f"use one of those names (FLOWLAYERS_VIEW takes the same)")
 
 
 def scoped_view():

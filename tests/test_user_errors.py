@@ -191,100 +191,123 @@ class Case:
     mistake: Callable              # (run) -> raises
     error: type
     words: Callable                # (run) -> what the message must name: the object, the expected, the received
+    hint: Optional[str]            # a distinctive fragment of the message's "how to fix it"
     views: tuple = (M1, C2)
     face: str = "keras"
     fix: Optional[Callable] = None  # (run) -> undoes a setting that is rejected only where it is used
     first: bool = False             # made before the first step
 
 
+# Messages raised in files being reworked elsewhere (flowlayers/models/training.py, flowlayers/checkpoint.py):
+# their fix text comes with that work, and these rows get a hint then.
+FIX_PENDING = {"labels_out_of_range", "checkpoint_of_other_architecture", "checkpoint_truncated"}
+
+
 CASES = [
     # Config: rejected when set, so there is nothing to undo
     Case("unknown_view", lambda r: flow.config.set_view("mirorred"), flow.ConfigError,
-         lambda r: ("set_view", "'mirorred'", "'consistent'", "'mirrored'"), views=(M1, M2)),
+         lambda r: ("set_view", "'mirorred'", "'consistent'", "'mirrored'"), "use one of those names", views=(M1, M2)),
     Case("unknown_backend", lambda r: flow.config.set_backend("torch"), flow.ConfigError,
-         lambda r: ("set_backend", "'torch'", "'tensorflow'"), views=(M1, M2)),
+         lambda r: ("set_backend", "'torch'", "'tensorflow'"), "install the package that provides it", views=(M1, M2)),
     Case("unknown_backend_in_environment",
          lambda r: (r.monkeypatch.setenv("FLOWLAYERS_BACKEND", "torch"), r.epoch()), flow.ConfigError,
-         lambda r: ("FLOWLAYERS_BACKEND", "'torch'", "'tensorflow'"), views=(M1, M2),
+         lambda r: ("FLOWLAYERS_BACKEND", "'torch'", "'tensorflow'"), "install the package that provides it",
+         views=(M1, M2),
          fix=lambda r: r.monkeypatch.delenv("FLOWLAYERS_BACKEND")),
     Case("zero_devices", lambda r: flow.config.gpu_device_num(0), flow.ConfigError,
-         lambda r: ("gpu_device_num", "positive int", "received 0"), views=(M1, M2)),
+         lambda r: ("gpu_device_num", "positive int", "received 0"), "a count of at least 1", views=(M1, M2)),
     Case("negative_devices", lambda r: flow.config.gpu_device_num(-2), flow.ConfigError,
-         lambda r: ("gpu_device_num", "positive int", "received -2"), views=(M1, M2)),
+         lambda r: ("gpu_device_num", "positive int", "received -2"), "a count of at least 1", views=(M1, M2)),
     Case("more_devices_than_exist", lambda r: flow.config.gpu_device_num(64), flow.ConfigError,
-         lambda r: ("gpu_device_num(64)", f"at most {devices_here()} devices", "received 64"), views=(M1, M2)),
+         lambda r: ("gpu_device_num(64)", f"at most {devices_here()} devices", "received 64"),
+         "in a new process set FLOWLAYERS_CPU_DEVICES=64", views=(M1, M2)),
     Case("mesh_larger_than_devices", lambda r: flow.config.set_mesh(data=8, model=8), flow.ConfigError,
          lambda r: ("set_mesh(data=8, model=8)", f"at most {devices_here()} devices", "received 64"),
-         views=(M1, C2)),
+         f"use at most {devices_here()}", views=(M1, C2)),
     Case("mesh_not_matching_device_count", lambda r: (flow.config.set_mesh(data=1, model=1), r.epoch()),
          flow.ConfigError, lambda r: ("set_mesh(data=1, model=1)", f"device count {r.n}", "mesh of 1 device"),
-         views=(C2,), fix=lambda r: flow.config.set_mesh()),
+         "or set_mesh() for one 'data' axis", views=(C2,), fix=lambda r: flow.config.set_mesh()),
     Case("layout_rule_bad_regex", lambda r: flow.config.set_layout_rules({"hidden/(kernel": (None, "data")}),
-         flow.ConfigError, lambda r: ("'hidden/(kernel'", "regular expression", "fails"), views=(M1, M2)),
+         flow.ConfigError, lambda r: ("'hidden/(kernel'", "regular expression", "fails"),
+         "escape characters meant literally with a backslash", views=(M1, M2)),
     Case("layout_rule_spec_not_a_tuple", lambda r: flow.config.set_layout_rules({"hidden/kernel": "data"}),
-         flow.ConfigError, lambda r: ("'hidden/kernel'", "tuple", "'data'"), views=(M1, M2)),
+         flow.ConfigError, lambda r: ("'hidden/kernel'", "tuple", "'data'"), "write e.g. (None, 'model')",
+         views=(M1, M2)),
     # Layout rules: rejected at build time, before any step
     Case("layout_rule_matching_nothing", rules_then_fit({"nowhere/kernel": (None, "data")}), flow.SBPError,
-         lambda r: ("nowhere/kernel",), views=(C2,), first=True, fix=lambda r: flow.config.set_layout_rules({})),
+         lambda r: ("'nowhere/kernel'", "expected to match at least one variable", "received none among",
+                    "'hidden/kernel'", "'head/bias'"), "fix the pattern or remove the rule", views=(C2,), first=True,
+         fix=lambda r: flow.config.set_layout_rules({})),
     Case("layout_rule_unknown_mesh_axis", rules_then_fit({"hidden/kernel": (None, "model")}), flow.SBPError,
-         lambda r: ("hidden/kernel", "'model'", "'data'"), views=(C2,), first=True,
+         lambda r: ("hidden/kernel", "'model'", "'data'"), "name an axis of flow.config.set_mesh", views=(C2,),
+         first=True,
          fix=lambda r: flow.config.set_layout_rules({})),
     Case("layout_rule_two_dims_on_one_axis", rules_then_fit({"head/kernel": ("data", "data")}), flow.SBPError,
-         lambda r: ("head/kernel", "data"), views=(C2,), first=True, fix=lambda r: flow.config.set_layout_rules({})),
+         lambda r: ("'head/kernel'", "at most one tensor dim", "('data', 'data')", "axis 'data' on two dims"),
+         "keep 'data' on one dim", views=(C2,), first=True, fix=lambda r: flow.config.set_layout_rules({})),
     Case("layout_rule_split_not_dividing", rules_then_fit({"hidden/kernel": (None, "data")}), flow.SBPError,
-         lambda r: ("hidden/kernel", "5", "2"), views=(C2,), first=True,
+         lambda r: ("'hidden/kernel'", "dim 1 of size 5", "mesh axis 'data' of size 2", "divides by 2"),
+         "leave this variable replicated", views=(C2,), first=True,
          fix=lambda r: flow.config.set_layout_rules({})),
     # Layers
     Case("layer_input_rank", lambda r: flow.layers.Conv2D(4, 3, name="conv_a")(flow.Input((64,))), flow.ShapeError,
-         lambda r: ("conv_a", "rank 4", "(None, 64)")),
+         lambda r: ("conv_a", "rank 4", "(None, 64)"), "reshape the input first"),
     Case("layer_feature_size", lambda r: r.model.get_layer("head")(flow.Input((7,))), flow.ShapeError,
-         lambda r: ("'head'", "size 5", "(None, 7)")),
+         lambda r: ("'head'", "size 5", "(None, 7)"), "call a new layer for other sizes"),
     Case("layer_argument", lambda r: flow.layers.Dense(0, name="wide"), flow.LayerError,
-         lambda r: ("'wide'", "positive int", "received 0")),
+         lambda r: ("'wide'", "positive int", "received 0"), "pass the number of output features"),
     # fit / predict data
-    Case("fit_x_y_lengths", lambda r: fit(r, r.x, r.y[:-1]), flow.InputError, lambda r: ("x with 32", "y with 31")),
+    Case("fit_x_y_lengths", lambda r: fit(r, r.x, r.y[:-1]), flow.InputError,
+         lambda r: ("Model 'model'.fit", "x and y with the same number of samples", "x with 32", "y with 31"),
+         "one label per sample"),
     Case("labels_out_of_range", lambda r: fit(r, r.x, r.y + 10), flow.InputError,
-         lambda r: ("sparse_categorical_crossentropy", "[0, 10)", "[10, 19]")),
+         lambda r: ("sparse_categorical_crossentropy", "[0, 10)", "[10, 19]"), None),
     Case("fit_feature_shape", lambda r: fit(r, r.x[:, :, :4], r.y), flow.InputError,
-         lambda r: ("'input'", "(None, 1, 8, 8)", "(32, 1, 4, 8)")),
+         lambda r: ("'input'", "(None, 1, 8, 8)", "(32, 1, 4, 8)"), "reshape the data to that"),
     Case("embedding_ids_out_of_range", fit_embedding_with_bad_ids, flow.InputError,
-         lambda r: ("'words'", "'gather'", "[0, 10)", "[12, 12]")),
+         lambda r: ("'words'", "'gather'", "[0, 10)", "[12, 12]"), "give the Embedding a larger input_dim"),
     Case("predict_rank", lambda r: r.model.predict(r.x.reshape(32, 64), verbose=0), flow.InputError,
-         lambda r: ("'input'", "(None, 1, 8, 8)", "(32, 64)")),
+         lambda r: ("'input'", "(None, 1, 8, 8)", "(32, 64)"), "reshape the data to that"),
     # Checkpoints: nothing is written unless everything checks
     Case("checkpoint_of_other_architecture", load_other_architecture, flow.CheckpointError,
-         lambda r: ("hidden/kernel", "(64, 5)", "(64, 7)")),
-    Case("checkpoint_truncated", load_truncated, flow.CheckpointError, lambda r: (r.damaged, "damaged")),
+         lambda r: ("hidden/kernel", "(64, 5)", "(64, 7)"), None),
+    Case("checkpoint_truncated", load_truncated, flow.CheckpointError, lambda r: (r.damaged, "damaged"), None),
     # The engine: what TF rejects is named after the layer and op
     Case("engine_error", fit_model_with_faulty_kernel, flow.EngineError,
-         lambda r: ("'faulty'", "'faulty_matmul'", "4 and 5"), views=(M1, M2, C2)),
+         lambda r: ("'faulty'", "'faulty_matmul'", "4 and 5"), "make it agree with the shapes and dtypes",
+         views=(M1, M2, C2)),
     Case("engine_error_while_running", fit_model_failing_while_running, flow.EngineError,
-         lambda r: ("'words'", "'gather'", "is not in [0, 10)") if r.view == "mirrored" else
-         ("step 'model.train'", "failed in the engine"), views=(M1, M2, C2)),
+         lambda r: ("step 'model.train'", "failed in the engine", "'words'", "'gather'", "is not in [0, 10)"),
+         "check the values this op receives", views=(M1, M2, C2)),
     # Job functions
     Case("job_argument_count", lambda r: r.job(r.copies(r.x[:r.per])), flow.InputError,
-         lambda r: ("'train_job'", "2 argument", "received 1"), face="job"),
+         lambda r: ("'train_job'", "2 argument", "received 1"), "call it as train_job(images, labels)", face="job"),
     Case("placeholder_shape", lambda r: r.job(r.copies(r.x[:r.per - 1]), r.copies(r.y[:r.per])), flow.InputError,
-         lambda r: ("'images", f"({r.per}, 1, 8, 8)", f"({r.per - 1}, 1, 8, 8)"), face="job"),
+         lambda r: ("'images", f"({r.per}, 1, 8, 8)", f"({r.per - 1}, 1, 8, 8)"),
+         "drop or pad a short last batch", face="job"),
     Case("placeholder_rank", lambda r: r.job(r.copies(r.x[:r.per].reshape(r.per, 64)), r.copies(r.y[:r.per])),
-         flow.InputError, lambda r: ("'images", "rank 4", "rank 2"), face="job"),
+         flow.InputError, lambda r: ("'images", "rank 4", "rank 2"), "reshape the array to the placeholder's shape",
+         face="job"),
     Case("placeholder_dtype", lambda r: r.job(r.copies(r.x[:r.per].astype(np.float64)), r.copies(r.y[:r.per])),
-         flow.DTypeError, lambda r: ("'images", "float32", "float64"), face="job"),
+         flow.DTypeError, lambda r: ("'images", "float32", "float64"), ".astype(np.float32)", face="job"),
     Case("placeholder_label_dtype",
          lambda r: r.job(r.copies(r.x[:r.per]), r.copies(r.y[:r.per].astype(np.float32))),
-         flow.DTypeError, lambda r: ("'labels", "int32", "float32"), face="job"),
+         flow.DTypeError, lambda r: ("'labels", "int32", "float32"), ".astype(np.int32)", face="job"),
     Case("job_labels_out_of_range", out_of_range, flow.InputError,
          lambda r: ("'labels'", "sparse_softmax_cross_entropy", "[0, 10)",
-                    f"[{r.bad_labels.min()}, {r.bad_labels.max()}]"), face="job"),
+                    f"[{r.bad_labels.min()}, {r.bad_labels.max()}]"), "give the logits one column per class",
+         face="job"),
     Case("mirrored_list_length", lambda r: r.job([r.x[:r.per]] * (r.n + 1), [r.y[:r.per]] * (r.n + 1)),
          flow.InputError, lambda r: ("'images'", f"list of {r.n} arrays", f"list of {r.n + 1}"),
-         views=(M1, M2), face="job"),
+         "pass one array per device", views=(M1, M2), face="job"),
     Case("mirrored_bare_array", lambda r: r.job(r.x[:BATCH], r.copies(r.y[:r.per])), flow.InputError,
-         lambda r: ("'images'", "list", "ndarray"), views=(M1, M2), face="job"),
+         lambda r: ("'images'", "list", "ndarray"), "np.split(batch", views=(M1, M2), face="job"),
     Case("list_placeholder_in_consistent_view", list_placeholder_job, flow.GraphError,
-         lambda r: ("'images'", "mirrored view", "'consistent'"), views=(C2,), face="job"),
+         lambda r: ("'images'", "mirrored view", "'consistent'"), "use tp.Numpy.Placeholder", views=(C2,),
+         face="job"),
     Case("job_devices_beyond_this_process", lambda r: flow.config.gpu_device_num(64), flow.ConfigError,
-         lambda r: ("gpu_device_num(64)", f"at most {devices_here()} devices", "received 64"), face="job"),
+         lambda r: ("gpu_device_num(64)", f"at most {devices_here()} devices", "received 64"),
+         "in a new process set FLOWLAYERS_CPU_DEVICES=64", face="job"),
 ]
 
 
@@ -297,7 +320,7 @@ def test_mistake_is_named_and_changes_nothing(case, view, n, tmp_path, monkeypat
     with pytest.raises(case.error) as e:
         case.mistake(run)
     message = str(e.value)
-    missing = [w for w in case.words(run) if w not in message]
+    missing = [w for w in case.words(run) + (case.hint or "",) if w not in message]
     assert not missing and "in user code" not in message, (missing, message)
     if case.fix:
         case.fix(run)
@@ -306,6 +329,10 @@ def test_mistake_is_named_and_changes_nothing(case, view, n, tmp_path, monkeypat
         run.epoch()
     for got, want in zip(run.weights(), expected):
         np.testing.assert_array_equal(got, want)
+
+
+def test_every_case_checks_how_to_fix_it():
+    assert sorted(c.id for c in CASES if c.hint is None) == sorted(FIX_PENDING)
 
 
 @pytest.mark.parametrize("error", list(ERRORS))

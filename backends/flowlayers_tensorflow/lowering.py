@@ -65,7 +65,9 @@ def run_graph(nodes, env, handles, ctx):
                 raise
             except (ValueError, TypeError, tf.errors.OpError) as e:
                 who = f"layer {node.layer.name!r}, op {node.op.name!r}" if node.layer else f"op {node.name!r}"
-                raise EngineError(f"{who}: TensorFlow rejected it while building the step: {e}") from e
+                raise EngineError(f"{who}: TensorFlow rejected it while building the step: {str(e).rstrip('.')}; "
+                                  f"if its kernel is your own (register_kernel), make it agree with the shapes and "
+                                  f"dtypes the op's OpDef infers") from e
         for blob, tensor in zip(node.outputs, out if isinstance(out, tuple) else (out,)):
             env[blob] = ctx.pin(blob, tensor)
     return env
@@ -91,16 +93,18 @@ def step_error(program, error):
                else f"op {culprit.name!r}") + ": "
     reason = _reason(message)
     if "cancelled" in reason:
-        reason += (" (a collective was cancelled by an error on another device, which DTensor does not report; "
-                   "run the step on one device to see it)")
-    return EngineError(f"step {program.name!r} failed in the engine: {who}{reason}")
+        fix = ("a collective was cancelled by an error on another device, which DTensor does not report; run the "
+               "step on one device to see it")
+    else:
+        fix = "check the values this op receives: values computed inside the model are not checked before a step"
+    return EngineError(f"step {program.name!r} failed in the engine: {who}{reason}; {fix}")
 
 
 def _reason(message):
     """The line of a TF error message that says what went wrong, without TF's graph bookkeeping."""
     coded = re.search(r"\b[A-Z][A-Z_]+:[ \t]+(\S.*)", message)
     if coded:
-        return coded.group(1).strip()
+        return re.sub(r"\{\{function_node [^}]*\}\}\s*", "", coded.group(1)).strip()
     lines = [re.sub(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:[^\]]*\]\s*$", "", line) for line in message.splitlines()]
     said = [line.strip() for line in lines if line.strip() and not line[0].isspace()
             and not line.startswith(("Graph execution error", "Detected at node", "[["))]

@@ -100,15 +100,18 @@ def check_spec(pattern, spec, var, mesh):
     and (given axis sizes) splits that divide the dim."""
     where = f"layout rule {pattern!r} (matched variable {var.path!r} of shape {describe_shape(var.shape)})"
     if len(spec) != len(var.shape):
-        raise SBPError(f"{where}: expected {len(var.shape)} entries, one per tensor dim, received {spec!r}")
+        raise SBPError(f"{where}: expected {len(var.shape)} entries, one per tensor dim, received {spec!r}; give "
+                       f"each dim a mesh-axis name or None")
     named = [a for a in spec if a is not None]
     for a in named:
         if a not in mesh:
             raise SBPError(f"{where}: expected mesh axes among {list(mesh)}, received unknown axis {a!r}; "
                            f"name an axis of flow.config.set_mesh(...) or None")
     if len(set(named)) != len(named):
+        twice = next(a for a in named if named.count(a) > 1)
         raise SBPError(f"{where}: expected each mesh axis on at most one tensor dim, received {spec!r} which puts "
-                       f"axis {next(a for a in named if named.count(a) > 1)!r} on two dims")
+                       f"axis {twice!r} on two dims; keep {twice!r} on one dim and put None (or another axis) on "
+                       f"the others")
     if isinstance(mesh, dict):
         for dim, a in enumerate(spec):
             if a is not None and var.shape[dim] % mesh[a]:

@@ -127,7 +127,8 @@ class Layer:
             expect = f"an input of rank >= {self.min_ndim}"
         if expect:
             raise ShapeError(f"layer {self.name!r} ({type(self).__name__}): expected {expect}, received shape "
-                             f"{describe_shape(shape)} (rank {len(shape)})")
+                             f"{describe_shape(shape)} (rank {len(shape)}); reshape the input first, e.g. with "
+                             f"flow.layers.Reshape")
         for axis, size in (self._feature_dims or {}).items():
             if shape[axis] is not None and shape[axis] != size:
                 dim = "the last input dim" if axis == -1 else f"input dim {axis}"

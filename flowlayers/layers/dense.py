@@ -12,7 +12,8 @@ class Dense(Layer):
                  bias_initializer="zeros", **kwargs):
         super().__init__(**kwargs)
         if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
-            raise LayerError(f"layer {self.name!r} (Dense): units expected a positive int, received {units!r}")
+            raise LayerError(f"layer {self.name!r} (Dense): units expected a positive int, received {units!r}; "
+                             f"pass the number of output features, e.g. Dense(10)")
         self.units, self.use_bias = units, use_bias
         self.activation = activations.get(activation, f"layer {self.name!r}: activation")
         self.kernel_initializer = initializers.get(kernel_initializer)

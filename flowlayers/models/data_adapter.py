@@ -54,7 +54,8 @@ def check_arrays(inputs, xs, y, what, label_spec=None):
     for blob, a in zip(inputs, xs):
         if a.shape[1:] != blob.shape[1:] or a.ndim != blob.ndim:
             raise InputError(f"{what}: input {blob.name!r} expected arrays of shape "
-                             f"{describe_shape((None,) + blob.shape[1:])}, received {describe_shape(a.shape)}")
+                             f"{describe_shape((None,) + blob.shape[1:])}, received {describe_shape(a.shape)}; "
+                             f"reshape the data to that, or build the model's Input for the data's shape")
         out.append(_convert(a, blob.dtype, f"{what}: input {blob.name!r}"))
     n = len(out[0])
     for blob, a in zip(inputs, out):
@@ -65,7 +66,7 @@ def check_arrays(inputs, xs, y, what, label_spec=None):
         y = np.asarray(y)
         if len(y) != n:
             raise InputError(f"{what}: expected x and y with the same number of samples, received x with {n} and "
-                             f"y with {len(y)}")
+                             f"y with {len(y)}; pass one label per sample (slice x and y alike)")
         if label_spec is not None:
             shape, dtype = label_spec
             if y.shape[1:] != tuple(shape[1:]):
