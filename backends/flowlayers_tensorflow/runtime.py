@@ -106,13 +106,20 @@ class StrategyRuntime:
         return out
 
     def _packed(self, per_device, reduce_flat):
-        """Each dtype's tensors flattened into one vector per device, reduced by ``reduce_flat`` (a reduction per
-        tensor costs a rendezvous or a cross-device edge each: hundreds for a deep model), split back."""
+        """Each dtype's small tensors flattened into one vector per device and reduced together by ``reduce_flat``
+        (a reduction per tensor costs a rendezvous or a cross-device edge each: hundreds for a deep model), then
+        split back.  A tensor of ``PACK_BYTES`` or more is reduced alone: packing it would copy it in and out for
+        nothing, and alone its reduction starts as soon as the replicas have it, while the backward pass goes on
+        (a 4M-parameter MLP on 2 logical CPU devices: 60 -> 53 ms per step)."""
         out = [list(tensors) for tensors in per_device]
-        positions = {}
+        packed = {}
         for j, t in enumerate(per_device[0]):
-            positions.setdefault(t.dtype, []).append(j)
-        for js in positions.values():
+            if t.shape.num_elements() * t.dtype.size >= PACK_BYTES:
+                for i, reduced in enumerate(reduce_flat([tensors[j] for tensors in per_device])):
+                    out[i][j] = reduced
+            else:
+                packed.setdefault(t.dtype, []).append(j)
+        for js in packed.values():
             shapes = [per_device[0][j].shape for j in js]
             flats = []
             for i, device in enumerate(self.devices):
@@ -136,10 +143,11 @@ class StrategyRuntime:
             return np.mean(parts, dtype=parts[0].dtype) if len(parts) > 1 else parts[0]
         return np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
 
-    def wrap_error(self, program, error):
-        return step_error(program, error)
+    def wrap_error(self, program, error, graphs=()):
+        return step_error(program, error, graphs)
 
 
+PACK_BYTES = 256 * 1024    # tensors this large are all-reduced alone, smaller ones packed together
 _strategies_made = [0]
 # group and instance keys of the steps' own collectives: apart from MirroredStrategy's (counted from 1 + base)
 _group_keys = itertools.count(2_000_000_000, -1)

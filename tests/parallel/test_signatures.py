@@ -347,11 +347,10 @@ def test_partial_sum_inputs_are_planned_as_partial_sums(mesh_name):
         assert wanted <= tried, (name, tried)
 
 
-# DTensor draws a stateless random op shard by shard; on a 2x2 mesh the replicas of one shard drew different masks
-# in a job of six dropout branches, so replicated variables diverged between devices, with no error.  Fixed by
-# drawing whole and relaying out (consistent.py _DTensorContext.random_uniform, owned elsewhere): then this passes.
-DROPOUT_MESHES = ["2", pytest.param("2x2", marks=pytest.mark.xfail(
-    strict=True, reason="DTensor's sharded dropout draws differ between replicas of one shard"))]
+# DTensor draws a stateless random op shard by shard: on a 2x2 mesh the replicas of one shard drew different masks,
+# and replicated variables drifted apart with no error.  The consistent view now draws whole and slices
+# (consistent.py _DTensorContext.random_uniform); the 2x2 mesh below is the case that caught it.
+DROPOUT_MESHES = ["2", "2x2"]
 
 
 @pytest.mark.parametrize("mesh_name", DROPOUT_MESHES)

@@ -4,12 +4,21 @@ A rule written the way Keras writes momentum — write the slot, then read it
 back — is silently wrong in TF 2.21 DTensor when gradients and the update
 share one tf.function.  The equivalence check below catches that when the
 step is fused, and passes with the split step flowlayers uses.
+
+The cause is DTensor's all-reduce combiner (DTENSOR_ENABLE_COMBINE_ALL_REDUCES_OPTIMIZATION, on by default):
+with it off, which the TF backend sets on CPU meshes for speed, the fused step is exact too.  flowlayers keeps
+the split step anyway: fused steps fail to compile under some layouts (a with_sbp constraint) and GPU meshes
+keep the combiner.
 """
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import flowlayers as flow
-import flowlayers_tensorflow.consistent as consistent
 
 
 class ReadAfterWriteMomentum(flow.optimizers.SGD):
@@ -33,11 +42,6 @@ def train(view, n, data):
     return model.get_weights()
 
 
-@pytest.fixture
-def fused(monkeypatch):
-    monkeypatch.setattr(consistent, "FUSED_STEP", True)
-
-
 @pytest.fixture(scope="module")
 def data():
     (x, y), _ = flow.data.load_digits()
@@ -52,5 +56,30 @@ def test_split_step_is_exact(data):
     assert diff(train("mirrored", 1, data), train("consistent", 2, data)) < 1e-5
 
 
-def test_fused_step_is_caught_by_the_equivalence_check(data, fused):
-    assert diff(train("mirrored", 1, data), train("consistent", 2, data)) > 1e-3
+FUSED_RUN = """
+import sys
+sys.path.insert(0, {here!r})
+import test_split_step as t
+import flowlayers_tensorflow.consistent as consistent
+consistent.FUSED_STEP = True
+data = t.data.__wrapped__()
+print("DIFF", t.diff(t.train("mirrored", 1, data), t.train("consistent", 2, data)))
+"""
+
+
+def fused_diff(combine):
+    """Weight difference of the fused consistent step from one device, in a process whose DTensor combines
+    all-reduces or not (DTensor reads the setting once, when it first compiles)."""
+    env = dict(os.environ, DTENSOR_ENABLE_COMBINE_ALL_REDUCES_OPTIMIZATION=combine, FLOWLAYERS_CPU_DEVICES="2")
+    out = subprocess.run([sys.executable, "-c", FUSED_RUN.format(here=str(Path(__file__).parent))], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return float(out.stdout.split("DIFF")[-1])
+
+
+def test_fused_step_is_caught_by_the_equivalence_check():
+    assert fused_diff("1") > 1e-3          # DTensor's default
+
+
+def test_all_reduce_combiner_is_what_breaks_the_fused_step():
+    assert fused_diff("0") < 1e-5
