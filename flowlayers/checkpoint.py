@@ -177,7 +177,8 @@ class Reader:
             if tuple(entry["shape"]) != var.shape:
                 raise CheckpointError(f"checkpoint {self.directory!r}: variable {key!r} expected shape "
                                       f"{describe_shape(var.shape)}, received {describe_shape(tuple(entry['shape']))} "
-                                      f"(a checkpoint of another architecture)")
+                                      f"(a checkpoint of another architecture); load it into a model built like "
+                                      f"the one that saved it")
             if not _takes(var.dtype, entry["dtype"]):
                 raise CheckpointError(f"checkpoint {self.directory!r}: variable {key!r} expected dtype "
                                       f"{var.dtype.name}, received {entry['dtype']}; load it into a model whose "

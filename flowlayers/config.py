@@ -5,12 +5,12 @@
     flow.config.set_mesh(data=2, model=2)      # consistent view only
     flow.config.set_backend("tensorflow")      # or env FLOWLAYERS_BACKEND
 
-Settings are validated when given, and a rejected one changes nothing.  How
-many devices exist is known once the engine has started: from then on a
-device count or mesh it cannot give is rejected when set; before, when the
-first model or job function starts the engine (see the backend's devices).
-A mesh whose size differs from the device count is rejected where it is used,
-as the two may be set in either order.
+Settings are validated when given, and a rejected one changes nothing.  A
+device count (or mesh) sets the backend's devices up at once, where the engine
+has not started yet (TensorFlow code run next, such as a tf.data pipeline, then
+finds them), and one the engine cannot give is rejected when set.  A mesh whose
+size differs from the device count is rejected where it is used, as the two may
+be set in either order.
 """
 import os
 import re

@@ -3,7 +3,7 @@
 Backends register under the entry-point group ``flowlayers.backends``; the
 entry point names a class with ``views`` (the views it runs),
 ``runtime(view, device_num, mesh)`` and ``check_device_count(n, what)`` (raise
-ConfigError if ``n`` devices cannot be had in this process; never starts the engine).
+ConfigError if ``n`` devices cannot be had in this process; may set the devices up).
 """
 from importlib import metadata
 
@@ -49,11 +49,14 @@ def backend(name=None):
 
 
 def check_device_count(n, what):
-    """Raise now if the loaded backend knows ``n`` devices cannot be had; before it loads, the check waits
-    for the first runtime (any count may still be possible then)."""
-    loaded = _backends.get(config.backend_name())
-    if loaded is not None:
-        loaded.check_device_count(n, what)
+    """Raise now if ``n`` devices cannot be had.  The backend sets its devices up now if it still can: TensorFlow
+    code the user runs next (a tf.data pipeline) would otherwise start the engine with one device.  Without an
+    installed backend the check waits for the first runtime."""
+    try:
+        engine = backend()
+    except ConfigError:
+        return
+    engine.check_device_count(n, what)
 
 
 def runtime(view=None):

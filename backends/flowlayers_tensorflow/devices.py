@@ -1,12 +1,13 @@
 """Devices: GPUs where present, else N logical CPU devices configured before TF initialises.
 
 Which devices exist: on a GPU host, its GPUs.  On a CPU host flowlayers splits
-the CPU into logical devices when it first starts TensorFlow, making
+the CPU into logical devices when it first starts TensorFlow — at the first
+``flow.config.gpu_device_num`` (or mesh, or model) — making
 ``max(n, $FLOWLAYERS_CPU_DEVICES)`` of them (8 when the variable is unset: they
-cost nothing while unused); until then any count can still be made.  TF cannot
-add logical devices once it has started, so from then on only those exist (an
-8-device process serves 1-, 2-, 4- and 8-device runtimes from a prefix).  Where other code started TF before flowlayers, TF's own logical CPU
-devices (usually one) are all there is.
+cost nothing while unused).  TF cannot add logical devices once it has started,
+so from then on only those exist (an 8-device process serves 1-, 2-, 4- and
+8-device runtimes from a prefix).  Where other code started TF before
+flowlayers, TF's own logical CPU devices (usually one) are all there is.
 """
 import os
 
@@ -22,11 +23,8 @@ _cpu = {"count": None, "by": None}   # logical CPU devices once TF started, and 
 
 def devices(n):
     """Names of the first ``n`` devices of this host (``/device:GPU:i`` or ``/device:CPU:i``)."""
-    gpus = tf.config.list_physical_devices("GPU")
-    if not gpus and _cpu["count"] is None:
-        _start_cpu(max(n, int(os.environ.get("FLOWLAYERS_CPU_DEVICES", "") or DEFAULT_CPU_DEVICES)))
     check(n, f"flow.config.gpu_device_num({n})")
-    return [f"/device:{'GPU' if gpus else 'CPU'}:{i}" for i in range(n)]
+    return [f"/device:{'GPU' if tf.config.list_physical_devices('GPU') else 'CPU'}:{i}" for i in range(n)]
 
 
 def _start_cpu(want):
@@ -40,10 +38,13 @@ def _start_cpu(want):
 
 
 def check(n, what):
-    """Raise ConfigError naming ``what`` if this process cannot give ``n`` devices; never starts TF."""
+    """Raise ConfigError naming ``what`` if this process cannot give ``n`` devices.  On a CPU host the logical
+    devices are made here if TensorFlow has not started yet (``flow.config.gpu_device_num`` calls this)."""
     gpus = tf.config.list_physical_devices("GPU")
+    if not gpus and _cpu["count"] is None:
+        _start_cpu(max(n, int(os.environ.get("FLOWLAYERS_CPU_DEVICES", "") or DEFAULT_CPU_DEVICES)))
     have = len(gpus) or _cpu["count"]
-    if have is None or n <= have:
+    if n <= have:
         return
     if gpus:
         why, fix = f"this host has {have} GPU(s)", f"use at most {have}"

@@ -73,30 +73,41 @@ def run_graph(nodes, env, handles, ctx):
     return env
 
 
-def step_error(program, error):
+def step_error(program, error, graphs=()):
     """An error TF raised while a step ran, as an EngineError naming the layer and op it came from.
 
     TF names the failing kernel (``{{node <scopes>/<TF op>}}``, ``Detected at node ...``); the scopes are the
     Program's node names (run_graph opens one per node), so the longest node name among them is the culprit.
+    DTensor's compile errors name only the TF op type (``see current operation: ... "tf.SoftsignGrad"``): the
+    ops of that type in the step's traced ``graphs`` give the scopes then.
     """
     message = getattr(error, "message", str(error))
-    scopes = "/".join(a or b for a, b in re.findall(r"\{\{node ([^}]+)\}\}|Detected at node (\S+)", message))
+    scopes = [a or b for a, b in re.findall(r"\{\{node ([^}]+)\}\}|Detected at node (\S+)", message)]
+    layout_error = re.search(r":\d+:\d+: error: (.+)", message)     # DTensor's SPMD expansion (MLIR diagnostics)
+    op_type = re.search(r'see current operation: [^\n]*?= "tf\.(\w+)"', message)
+    if op_type:
+        scopes += [op.name for g in graphs for op in g.get_operations() if op.type == op_type.group(1)]
     culprit = None
     for node in program.nodes:
         scope = node.name.replace(":", "_")
-        if re.search(rf"(^|/){re.escape(scope)}/", scopes + "/") and (
+        if any(re.search(rf"(^|/){re.escape(scope)}/", s + "/") for s in scopes) and (
                 culprit is None or len(scope) > len(culprit.name)):
             culprit = node
     who = ""
     if culprit is not None:
         who = (f"layer {culprit.layer.name!r}, op {culprit.op.name!r}" if culprit.layer is not None
                else f"op {culprit.name!r}") + ": "
-    reason = _reason(message)
-    if "cancelled" in reason:
-        fix = ("a collective was cancelled by an error on another device, which DTensor does not report; run the "
-               "step on one device to see it")
+    if layout_error:
+        reason = "DTensor cannot lay this step out: " + layout_error.group(1).strip()
+        fix = ("write the op's kernel with TF ops DTensor can lay out, or give this layer other layouts (layout "
+               "rules, with_sbp), or run the model in the mirrored view")
     else:
-        fix = "check the values this op receives: values computed inside the model are not checked before a step"
+        reason = _reason(message)
+        if "cancelled" in reason:
+            fix = ("a collective was cancelled by an error on another device, which DTensor does not report; run "
+                   "the step on one device to see it")
+        else:
+            fix = "check the values this op receives: values computed inside the model are not checked before a step"
     return EngineError(f"step {program.name!r} failed in the engine: {who}{reason}; {fix}")
 
 

@@ -32,7 +32,8 @@ def _check_label_range(model, y, what):
         lo, hi = int(y.min()), int(y.max())
         if lo < 0 or hi >= classes:
             raise InputError(f"{what}: loss {model.loss.name!r} expected labels in [0, {classes}) for "
-                             f"{classes} classes, received labels in [{lo}, {hi}]")
+                             f"{classes} classes, received labels in [{lo}, {hi}]; remap the labels into "
+                             f"[0, {classes}), or give the output layer one unit per class")
 
 
 def _dataset_batches(ds, n_inputs):
