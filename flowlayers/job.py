@@ -98,6 +98,13 @@ class JobFunction:
     def view(self):
         return (self.config and self.config.view) or config.view()
 
+    @property
+    def step(self):
+        """Training steps this train job has taken (restored by ``flow.train.CheckPoint().load``): where a loop
+        resumes after a crash.  0 for a job not built yet or of type 'predict'."""
+        rule = self._compiled[1].optimizer if self._compiled else None
+        return rule.iterations if rule is not None else 0
+
     def build(self):
         """Build the graph and compile it for the runtime in force (also done by the first call)."""
         view = self.view

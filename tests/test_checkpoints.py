@@ -560,12 +560,14 @@ def test_job_function_loop_resumes_from_its_last_checkpoint(tmp_path):
         train_job = dropout_job()
         ckpt = flow.train.CheckPoint()
         start = ckpt.load(ckpt_dir)["train_job"] if ckpt.exists(ckpt_dir) else 0
+        assert train_job.step == start          # the job itself says where its loop stands
         for step in range(start, len(batches)):
             train_job(*batches[step])
             if (step + 1) % 3 == 0:
                 ckpt.save(ckpt_dir)
             if step + 1 == crash_after:
                 break
+        assert train_job.step == step + 1
         return start, {p: v.numpy() for p, v in store.variables.items()}
 
     _, uninterrupted = loop(tmp_path / "reference")
