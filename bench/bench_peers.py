@@ -6,8 +6,9 @@
 
 Contenders (bench/contenders.py): flowlayers in the consistent and mirrored view on 1, 2 and 4 logical CPU
 devices through the Keras face and the job-function face; plain Keras 3 on one device; Keras 3 +
-``MirroredStrategy``; a hand-written TF DTensor loop with the split step.  Data: the first images of real MNIST
-(``../shared/data``), batch 100, SGD with momentum.
+``MirroredStrategy``; a hand-written TF DTensor loop with the split step; and plain TF with no framework on 1 and N
+devices, the least work data parallelism can do (its N-device ratio to one device is the ceiling here).  Data: the
+first images of real MNIST (``../shared/data``), batch 100, SGD with momentum.
 
 Each configuration runs in its own worker process: logical CPU devices are fixed when TensorFlow starts, and peak
 memory (the RSS high-water mark) is per process.  The workers of a model start together, then build one at a
@@ -31,7 +32,8 @@ ROOT = HERE.parent
 DATA = ROOT.parent / "shared" / "data"
 TAG = "@bench "
 FACES = {"flow_keras": "Keras face", "flow_job": "job face"}
-PEERS = {"keras": "Keras 3", "keras_mirrored": "Keras 3 + MirroredStrategy", "dtensor": "DTensor loop (split step)"}
+PEERS = {"keras": "Keras 3", "keras_mirrored": "Keras 3 + MirroredStrategy", "dtensor": "DTensor loop (split step)",
+         "plain_tf": "plain TF, no framework"}
 
 
 # Configurations -------------------------------------------------------------------------------------------------
@@ -55,6 +57,7 @@ def data_parallel(model, devices):
         out += [config(model, face, n, view) for view in ("consistent", "mirrored") for face in FACES]
     out.append(config(model, "keras", 1))
     out += [config(model, peer, n) for n in devices if n > 1 for peer in ("keras_mirrored", "dtensor")]
+    out += [config(model, "plain_tf", n) for n in devices]       # the ceiling of data parallelism here
     return out
 
 
@@ -231,16 +234,17 @@ def ratio(value, ref):
 
 def throughput_table(results):
     rows = ["| configuration | samples/s | vs Keras 3, 1 dev | vs Keras 3 + MirroredStrategy, same devices | "
-            "vs DTensor loop, same devices | vs flowlayers 1 dev, same face | build s | 1st + 2nd step s | "
-            "peak RSS MB (over import) |", "|---|---|---|---|---|---|---|---|---|"]
+            "vs DTensor loop, same devices | vs flowlayers 1 dev, same face | vs plain TF, 1 dev | build s | "
+            "1st + 2nd step s | peak RSS MB (over import) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         c, v = r["config"], median(r["samples_per_s"])
         n = c["devices"]
         ms = find(results, contender="keras_mirrored", devices=n) if n > 1 else None
         dt = find(results, contender="dtensor", devices=n) if n > 1 else None
         one = find(results, contender=c["contender"], devices=1) if c["contender"] in FACES and n > 1 else None
+        plain = find(results, contender="plain_tf", devices=1) if n > 1 else None
         rows.append(f"| {label(c)} | {v:.0f} | {ratio(v, find(results, contender='keras', devices=1))} | "
-                    f"{ratio(v, ms)} | {ratio(v, dt)} | {ratio(v, one)} | {r['build_s']:.2f} | "
+                    f"{ratio(v, ms)} | {ratio(v, dt)} | {ratio(v, one)} | {ratio(v, plain)} | {r['build_s']:.2f} | "
                     f"{r['first_s']:.2f} + {r['second_s']:.2f} | {r['peak_rss_mb']:.0f} "
                     f"({r['peak_rss_mb'] - r['import_rss_mb']:.0f}) |")
     return rows
@@ -271,12 +275,19 @@ def targets(groups, deep_results):
                 out.append((f"{model}: {label(c)} >= 1.0x {PEERS[peer]}, {n} dev", v / ref, v / ref >= 1.0))
             one = find(results, contender=c["contender"], devices=1)
             if one:
-                out.append((f"{model}: {label(c)} >= 0.9x flowlayers 1 dev", v / one, v / one >= 0.9))
+                ceiling = _ratio(find(results, contender="plain_tf", devices=n), find(results, contender="plain_tf",
+                                                                                      devices=1))
+                out.append((f"{model}: {label(c)} >= 0.9x flowlayers 1 dev" +
+                            (f" (plain TF ceiling here: {ceiling:.2f}x)" if ceiling else ""), v / one, v / one >= 0.9))
     for r in deep_results:
         if r["config"]["contender"] in FACES:
             b = median(r["build"])
             out.append((f"200-layer MLP: {label(r['config'])} build + compile < 10 s", b, b < 10))
     return out
+
+
+def _ratio(a, b):
+    return a / b if a and b else None
 
 
 def machine():

