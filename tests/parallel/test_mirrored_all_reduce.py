@@ -1,19 +1,21 @@
-"""The mirrored step's all-reduce, both ways: summed on the first device (logical CPU devices) and one packed
-collective per dtype (GPUs; run here on logical CPU devices so it stays tested).  Every device gets the exact
-sum of every position, whatever its shape and dtype."""
+"""The mirrored step's all-reduce, both ways: each tensor summed on the first device (logical CPU devices), and
+collectives (GPUs; run here on logical CPU devices so they stay tested): one per large tensor, one packed per dtype
+for the small ones.  Every device gets the exact sum of every position, whatever its shape, size and dtype."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import flowlayers as flow
 from flowlayers import engine
+from flowlayers_tensorflow.runtime import PACK_BYTES
 
-SHAPES = [(), (3,), (2, 5), (4, 1, 3)]
+SHAPES = [(), (3,), (2, 5), (4, 1, 3), (256, 300)]     # the last is past PACK_BYTES: reduced alone
 
 
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("how", ["all_reduce", "collective_all_reduce"])
 def test_every_device_gets_the_sum(n, how):
+    assert 256 * 300 * 4 >= PACK_BYTES > 5 * 4
     flow.config.set_view("mirrored")
     flow.config.gpu_device_num(n)
     runtime = engine.runtime()
