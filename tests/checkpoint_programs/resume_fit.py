@@ -65,7 +65,8 @@ class FirstStep(flow.callbacks.Callback):
             self.where = [self.epoch, batch, self.model.optimizer.iterations]
 
 
-if __name__ == "__main__":
+def main(train):
+    """The command line above, training with ``train(view, callbacks)``."""
     view, backup, out = sys.argv[1:4]
     first = FirstStep()
     callbacks = [flow.callbacks.BackupAndRestore(backup, save_freq=2), first]
@@ -73,3 +74,7 @@ if __name__ == "__main__":
         callbacks.append(KillOnce(int(sys.argv[sys.argv.index("--kill-once-at") + 1]), backup + ".killed"))
     model, history = train(view, callbacks)
     np.savez(out, *model.get_weights(), meta=json.dumps({"history": history.history, "first_step": first.where}))
+
+
+if __name__ == "__main__":
+    main(train)
