@@ -217,10 +217,12 @@ class ConsistentExecutable(BaseExecutable):
         except FlowLayersError:
             raise
         except tf.errors.OpError as e:
-            traced = [fn for fn in self._fns.values() if isinstance(fn, tf.types.experimental.PolymorphicFunction)]
-            traced += [f for fns in self._fns.values() if isinstance(fns, tuple) for f in fns[1:]]
-            graphs = [c.graph for fn in traced for c in fn._list_all_concrete_functions()]
-            raise rt.wrap_error(p, e, graphs) from None
+            raise rt.wrap_error(p, e, self._traced_graphs()) from None
+
+    def _traced_graphs(self):
+        """The graphs of the step functions traced so far: DTensor's errors name an op type, found in them."""
+        fns = [f for value in self._fns.values() for f in (value[1:] if isinstance(value, tuple) else (value,))]
+        return [c.graph for f in fns for c in f._list_all_concrete_functions()]
 
     def _fetch(self, value, mode):
         parts = [t.numpy() for t in dtensor.unpack(value)]
