@@ -114,8 +114,11 @@ class ConsistentRuntime:
             return dtensor.DVariable(self.to_mesh(value, layout), trainable=var.trainable)
         # drawn on the devices, replicated (the same numbers as one device), then sliced locally: no host copy
         seed = dtensor.copy_to_mesh(tf.constant(var.seed(), tf.float64), self.replicated(1))
-        drawn = dtensor.call_with_layout(self._draw(var), self.replicated(len(var.shape)), seed)
-        return dtensor.DVariable(dtensor.relayout(drawn, layout), trainable=var.trainable)
+        replicated = self.replicated(len(var.shape))
+        drawn = dtensor.call_with_layout(self._draw(var), replicated, seed)
+        if layout != replicated:        # (an eager relayout costs even when it moves nothing: 800 in a deep MLP)
+            drawn = dtensor.relayout(drawn, layout)
+        return dtensor.DVariable(drawn, trainable=var.trainable)
 
     def _draw(self, var):
         """One traced draw per initializer, shape and dtype, the seed its input (tracing and compiling one per
