@@ -26,8 +26,9 @@ from flowlayers.sbp import Split, broadcast, partial_sum
 
 from . import devices
 from .executable import BaseExecutable, TFMath
+from .graph_options import step_options
 from .lowering import LoweringContext, run_graph, step_error
-from .variables import draw
+from .variables import SharedConstants, draw
 
 FUSED_STEP = False   # never True outside the test that proves the split step matters
 
@@ -64,7 +65,7 @@ class ConsistentRuntime:
             os.environ.setdefault("DTENSOR_ENABLE_COMBINE_ALL_REDUCES_OPTIMIZATION", "0")
         self.mesh = dtensor.create_mesh(self.axes, devices=[d.replace("/device:", "") for d in self.devices],
                                         device_type=kind)
-        self._draws = {}
+        self._draws, self._constants = {}, SharedConstants()
 
     supports = staticmethod(supports)
 
@@ -112,13 +113,20 @@ class ConsistentRuntime:
         layout = self.variable_layout(var)
         if value is not None:
             return dtensor.DVariable(self.to_mesh(value, layout), trainable=var.trainable)
-        # drawn on the devices, replicated (the same numbers as one device), then sliced locally: no host copy
-        seed = dtensor.copy_to_mesh(tf.constant(var.seed(), tf.float64), self.replicated(1))
+        drawn = self._constants.get(var, layout.to_string(), lambda: self._drawn(var, layout))
+        return dtensor.DVariable(self._drawn(var, layout) if drawn is None else drawn, trainable=var.trainable)
+
+    def _drawn(self, var, layout):
+        """``var``'s initial value, drawn on the devices, replicated (the same numbers as one device), then sliced
+        locally: no host copy.  The seed goes in as two float64 scalars, which DTensor puts on the default mesh
+        itself, faster than a ``copy_to_mesh``."""
         replicated = self.replicated(len(var.shape))
-        drawn = dtensor.call_with_layout(self._draw(var), replicated, seed)
+        with dtensor.default_mesh(self.mesh):
+            drawn = dtensor.call_with_layout(self._draw(var), replicated,
+                                             *[tf.constant(s, tf.float64) for s in var.seed()])
         if layout != replicated:        # (an eager relayout costs even when it moves nothing: 800 in a deep MLP)
             drawn = dtensor.relayout(drawn, layout)
-        return dtensor.DVariable(drawn, trainable=var.trainable)
+        return drawn
 
     def _draw(self, var):
         """One traced draw per initializer, shape and dtype, the seed its input (tracing and compiling one per
@@ -127,7 +135,8 @@ class ConsistentRuntime:
         key = (repr(sampler), shape, dtype)
         if key not in self._draws:
             # a partial, not a lambda: TF warns of "frequent retracing" by code object, and every key traces once
-            self._draws[key] = tf.function(functools.partial(draw, sampler, shape, dtype, path=path), autograph=False)
+            self._draws[key] = tf.function(functools.partial(_draw_from_pair, sampler, shape, dtype, path),
+                                           autograph=False)
         return self._draws[key]
 
     def read(self, handle):
@@ -209,13 +218,17 @@ class ConsistentExecutable(BaseExecutable):
         # broadcasts them to the default mesh itself, at half the cost of copy_to_mesh
         lr_t, step_t = tf.constant(lr, tf.float64), tf.constant(step, tf.float64)
         try:
+            cpu = not rt.native_nchw
             with dtensor.default_mesh(rt.mesh):
                 if FUSED_STEP and p.loss is not None:
-                    outs = fused(placed, lr_t, step_t)
+                    with step_options(cpu):
+                        outs = fused(placed, lr_t, step_t)
                 else:
-                    outs, grads, updates = forward(placed, step_t)
+                    with step_options(cpu):
+                        outs, grads, updates = forward(placed, step_t)
                     if p.loss is not None or p.updates:
-                        self._apply_fn(batch, grads)(grads, updates, lr_t, step_t)
+                        with step_options(cpu, optimize=False):
+                            self._apply_fn(batch, grads)(grads, updates, lr_t, step_t)
             return [self._fetch(o, m) for o, m in zip(outs, p.output_modes)]   # DTensor reports errors here
         except FlowLayersError:
             raise
@@ -270,6 +283,10 @@ class ConsistentExecutable(BaseExecutable):
         outs, grads, updates = self._forward(plan, feeds, step)
         self._apply([True] * len(grads), grads, updates, lr, step)
         return outs
+
+
+def _draw_from_pair(sampler, shape, dtype, path, seed_0, seed_1):
+    return draw(sampler, shape, dtype, tf.stack([seed_0, seed_1]), path)
 
 
 def _unfolded(t):

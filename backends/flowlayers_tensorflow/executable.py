@@ -12,6 +12,7 @@ import tensorflow as tf
 from flowlayers import config
 from flowlayers.errors import FlowLayersError
 
+from .graph_options import step_options
 from .lowering import LoweringContext, run_graph
 
 
@@ -114,7 +115,8 @@ class Executable(BaseExecutable):
         self._current_handles()
         placed = [self.runtime.place(f, x.node.attrs["kind"]) for f, x in zip(feeds, self.program.inputs)]
         try:
-            outs = self._fn(placed, tf.constant(lr, tf.float32), tf.constant(step, tf.int64))
+            with step_options(cpu=not self.runtime.native_nchw):
+                outs = self._fn(placed, tf.constant(lr, tf.float32), tf.constant(step, tf.int64))
         except FlowLayersError:
             raise
         except tf.errors.OpError as e:

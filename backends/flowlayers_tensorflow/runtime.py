@@ -13,7 +13,7 @@ import tensorflow as tf
 from . import devices
 from .executable import Executable
 from .lowering import step_error
-from .variables import initial_value
+from .variables import SharedConstants, initial_value
 
 
 class StrategyRuntime:
@@ -23,6 +23,7 @@ class StrategyRuntime:
         self.view, self.devices = view, devices.devices(n)
         self.num_replicas = n
         self.native_nchw = devices.is_gpu(self.devices[0])
+        self._constants = SharedConstants()
         self.strategy = _mirrored_strategy(self.devices) if n > 1 else tf.distribute.get_strategy()
         if n > 1:
             self.group_key = next(_group_keys)
@@ -41,8 +42,12 @@ class StrategyRuntime:
     # Variables ----------------------------------------------------------
     def create_variable(self, var, value=None):
         with self.scope():
-            init = initial_value(var) if value is None else tf.constant(value)
-            return tf.Variable(init, trainable=var.trainable, name=var.path.replace("/", "."))
+            if value is not None:
+                init = tf.constant(value)
+            else:
+                init = self._constants.get(var, None, lambda: initial_value(var))
+                init = initial_value(var) if init is None else init
+            return tf.Variable(init, trainable=var.trainable)
 
     def read(self, handle):
         return np.array(handle.numpy())

