@@ -218,17 +218,13 @@ class ConsistentExecutable(BaseExecutable):
         # broadcasts them to the default mesh itself, at half the cost of copy_to_mesh
         lr_t, step_t = tf.constant(lr, tf.float64), tf.constant(step, tf.float64)
         try:
-            cpu = not rt.native_nchw
-            with dtensor.default_mesh(rt.mesh):
+            with dtensor.default_mesh(rt.mesh), step_options(cpu=not rt.native_nchw):
                 if FUSED_STEP and p.loss is not None:
-                    with step_options(cpu):
-                        outs = fused(placed, lr_t, step_t)
+                    outs = fused(placed, lr_t, step_t)
                 else:
-                    with step_options(cpu):
-                        outs, grads, updates = forward(placed, step_t)
+                    outs, grads, updates = forward(placed, step_t)
                     if p.loss is not None or p.updates:
-                        with step_options(cpu, optimize=False):
-                            self._apply_fn(batch, grads)(grads, updates, lr_t, step_t)
+                        self._apply_fn(batch, grads)(grads, updates, lr_t, step_t)
             return [self._fetch(o, m) for o, m in zip(outs, p.output_modes)]   # DTensor reports errors here
         except FlowLayersError:
             raise

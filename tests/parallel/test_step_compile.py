@@ -43,8 +43,6 @@ def test_step_options_change_their_fields_only(cpu, user_disables_constant_foldi
     assert rewrites.constant_folding == RC.OFF          # the user's setting stands
     assert inside.allow_soft_placement                  # as TF's default for functions
     assert context.context().function_call_options is outside
-    with step_options(cpu, optimize=False):
-        assert _options().graph_options.rewrite_options.disable_meta_optimizer
 
 
 def test_step_options_are_restored_after_an_error():
@@ -82,7 +80,7 @@ def test_every_step_is_first_called_under_them(view, n, monkeypatch):
     model.fit(x, y, batch_size=4, epochs=1, verbose=0)      # another batch size: steps traced and compiled again
     assert len(calls) >= 2
     for name, rewrites in calls:
-        assert rewrites.memory_optimization == RC.NO_MEM_OPT or rewrites.disable_meta_optimizer, name
+        assert rewrites.memory_optimization == RC.NO_MEM_OPT and rewrites.disable_tfg_optimizer, name
 
 
 @pytest.mark.parametrize("view,n", [("mirrored", 1), ("mirrored", 2), ("consistent", 2)])
