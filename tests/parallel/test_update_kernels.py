@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import flowlayers as flow
+from flowlayers_tensorflow import consistent
 from flowlayers_tensorflow.executable import TFMath
 
 BATCH, STEPS = 16, 4
@@ -46,11 +47,12 @@ def train(view, n, optimizer, layers=3):
 def traced_ops(model, which):
     """Op types of the traced update ("apply") or gradient ("forward") step of ``model``'s train executable."""
     exe = model._executable("train")
-    if hasattr(exe, "_fns"):                        # consistent view
-        fn = exe._fns[("apply", BATCH)] if which == "apply" else exe._fns[BATCH][1]
+    if hasattr(exe, "_fns"):                        # consistent view: the update step may be several functions
+        fns = [fn for _, fn in exe._fns[("apply", BATCH)]] if which == "apply" else [exe._fns[BATCH][1]]
     else:                                           # mirrored view on N > 1 devices: shared traced functions
-        fn = exe._apply_fn if which == "apply" else exe._local_fn
-    return collections.Counter(op.type for c in fn._list_all_concrete_functions() for op in c.graph.get_operations())
+        fns = [exe._apply_fn if which == "apply" else exe._local_fn]
+    return collections.Counter(op.type for fn in fns for c in fn._list_all_concrete_functions()
+                               for op in c.graph.get_operations())
 
 
 @pytest.mark.parametrize("place", PLACES, ids=[f"{v}{n}" for v, n in PLACES])
@@ -81,5 +83,19 @@ def test_data_parallel_step_pins_only_what_dtensor_would_not_keep():
     assert ops["Relayout"] + ops["RelayoutLike"] <= 8, ops  # was 3 + 3 per layer
     assert not traced_ops(model, "apply")["Relayout"]       # gradients arrive laid out as their variables
     one = train("mirrored", 1, flow.optimizers.SGD(0.1, momentum=0.9), layers=deep)
+    for a, b in zip(model.get_weights(), one.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "adam"])
+def test_update_step_in_several_functions_trains_as_one(optimizer, monkeypatch):
+    """The consistent update step runs as functions of ``UPDATE_CHUNK`` variables each (3 here: 8 variables, three
+    functions), every variable updated once, by its own gradient, as on one device."""
+    monkeypatch.setattr(consistent, "UPDATE_CHUNK", 3)
+    model = train("consistent", 2, RULES[optimizer][0]())
+    update = model._executable("train")._fns[("apply", BATCH)]
+    assert [first for first, _ in update] == [0, 3, 6]
+    assert traced_ops(model, "apply")[RULES[optimizer][1]] == len(model.trainable_weights) == 8
+    one = train("mirrored", 1, RULES[optimizer][0]())
     for a, b in zip(model.get_weights(), one.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
