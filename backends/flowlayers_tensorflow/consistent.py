@@ -115,7 +115,7 @@ class ConsistentRuntime:
         if value is not None:
             return dtensor.DVariable(self.to_mesh(value, layout), trainable=var.trainable)
         drawn = self._constants.get(var, layout.to_string(), lambda: self._drawn(var, layout))
-        return dtensor.DVariable(self._drawn(var, layout) if drawn is None else drawn, trainable=var.trainable)
+        return dtensor.DVariable(drawn, trainable=var.trainable)
 
     def _drawn(self, var, layout):
         """``var``'s initial value, drawn on the devices, replicated (the same numbers as one device), then sliced
@@ -196,8 +196,8 @@ class ConsistentExecutable(BaseExecutable):
         return self._fns[batch]
 
     def _apply_fns(self, batch, grads):
-        """The update step for a batch size: ``(first, function)`` per run of at most ``UPDATE_CHUNK`` trainable
-        variables from ``first`` on (the last run is given the state updates to assign).  DTensor's tracing and
+        """The update step for a batch size: ``(chunk, function)`` per run of at most ``UPDATE_CHUNK`` trainable
+        variables (``chunk``, a slice of them; the last run is given the state updates to assign).  DTensor's tracing and
         compilation of a function grow faster than its op count (an update of 100 / 200 / 400 / 800 variables
         alone: 0.55 / 1.3 / 2.8 / 6.2 s): a 200-layer MLP's update, 400 variables, is compiled in 1.9 s as four
         functions and in 2.3 s as one, and its steps take as long either way.
@@ -210,11 +210,10 @@ class ConsistentExecutable(BaseExecutable):
             trainable = self.program.trainable
             moves = tuple(dtensor.fetch_layout(g).to_string() != self.runtime.variable_layout(v).to_string()
                           for v, g in zip(trainable, grads))
-            starts = list(range(0, len(trainable), UPDATE_CHUNK)) or [0]
-            self._fns[key] = [(first, tf.function(functools.partial(self._apply, first,
-                                                                    moves[first:first + UPDATE_CHUNK]),
+            chunks = [slice(first, first + UPDATE_CHUNK) for first in range(0, len(trainable), UPDATE_CHUNK)]
+            self._fns[key] = [(chunk, tf.function(functools.partial(self._apply, chunk, moves[chunk]),
                                                   jit_compile=self.program.jit_compile or None, autograph=False))
-                              for first in starts]
+                              for chunk in chunks or [slice(0, 0)]]
         return self._fns[key]
 
     def __call__(self, feeds, lr=0.0, step=1):
@@ -234,9 +233,9 @@ class ConsistentExecutable(BaseExecutable):
                 else:
                     outs, grads, updates = forward(placed, step_t)
                     if p.loss is not None or p.updates:
-                        for first, update in self._apply_fns(batch, grads):
-                            last = first + UPDATE_CHUNK >= len(p.trainable)
-                            update(grads[first:first + UPDATE_CHUNK], updates if last else [], lr_t, step_t)
+                        fns = self._apply_fns(batch, grads)
+                        for chunk, update in fns:
+                            update(grads[chunk], updates if chunk is fns[-1][0] else [], lr_t, step_t)
             return [self._fetch(o, m) for o, m in zip(outs, p.output_modes)]   # DTensor reports errors here
         except FlowLayersError:
             raise
@@ -275,11 +274,10 @@ class ConsistentExecutable(BaseExecutable):
             outs.append(dtensor.relayout(value, rt.replicated(value.shape.rank)))
         return outs, grads, updates
 
-    def _apply(self, first, moves, grads, updates, lr, step):
-        """The optimizer rule on the trainable variables from ``first`` on, one per gradient, and the state updates
-        given."""
+    def _apply(self, chunk, moves, grads, updates, lr, step):
+        """The optimizer rule on the trainable variables of ``chunk`` (a slice), and the state updates given."""
         p, lr, step, xp = self.program, tf.cast(lr, tf.float32), tf.cast(step, tf.float32), TFMath()
-        for var, grad, move in zip(p.trainable[first:], grads, moves):
+        for var, grad, move in zip(p.trainable[chunk], grads, moves):
             handle = self._handles[var.path]
             grad = tf.cast(grad, handle.dtype)
             if move:
@@ -292,7 +290,7 @@ class ConsistentExecutable(BaseExecutable):
 
     def _fused(self, plan, feeds, lr, step):
         outs, grads, updates = self._forward(plan, feeds, step)
-        self._apply(0, [True] * len(grads), grads, updates, lr, step)
+        self._apply(slice(None), [True] * len(grads), grads, updates, lr, step)
         return outs
 
 

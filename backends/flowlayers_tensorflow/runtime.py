@@ -46,7 +46,6 @@ class StrategyRuntime:
                 init = tf.constant(value)
             else:
                 init = self._constants.get(var, None, lambda: initial_value(var))
-                init = initial_value(var) if init is None else init
             return tf.Variable(init, trainable=var.trainable)
 
     def read(self, handle):

@@ -39,11 +39,11 @@ class SharedConstants:
         self._values, self._left = {}, budget
 
     def get(self, var, placement, make):
-        """The shared value for ``var`` at ``placement`` (any hashable), from ``make()`` the first time; None when
-        ``var``'s initializer is not a constant."""
+        """``var``'s initial value at ``placement`` (any hashable), from ``make()``: made once and shared when
+        ``var``'s initializer is a constant, made anew otherwise."""
         sampler = var.initializer.sampler(var.shape)
         if sampler[0] != "constant":
-            return None
+            return make()
         key = (repr(sampler), var.shape, var.dtype.name, placement)
         if key in self._values:
             return self._values[key]

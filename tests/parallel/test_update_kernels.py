@@ -94,7 +94,7 @@ def test_update_step_in_several_functions_trains_as_one(optimizer, monkeypatch):
     monkeypatch.setattr(consistent, "UPDATE_CHUNK", 3)
     model = train("consistent", 2, RULES[optimizer][0]())
     update = model._executable("train")._fns[("apply", BATCH)]
-    assert [first for first, _ in update] == [0, 3, 6]
+    assert [chunk.start for chunk, _ in update] == [0, 3, 6]
     assert traced_ops(model, "apply")[RULES[optimizer][1]] == len(model.trainable_weights) == 8
     one = train("mirrored", 1, RULES[optimizer][0]())
     for a, b in zip(model.get_weights(), one.get_weights()):
