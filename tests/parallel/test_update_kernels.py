@@ -99,3 +99,30 @@ def test_update_step_in_several_functions_trains_as_one(optimizer, monkeypatch):
     one = train("mirrored", 1, RULES[optimizer][0]())
     for a, b in zip(model.get_weights(), one.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_state_updates_in_the_last_of_several_update_functions(monkeypatch):
+    """Batch norm's moving statistics are assigned by the last update function; with one variable per function
+    (six), the weights and the statistics end where one device's do."""
+    monkeypatch.setattr(consistent, "UPDATE_CHUNK", 1)
+
+    def fit(view, n):
+        flow.clear_session()
+        flow.config.set_view(view)
+        flow.config.gpu_device_num(n)
+        x = flow.Input((6,))
+        h = flow.layers.BatchNormalization(name="bn")(flow.layers.Dense(8, name="fc")(x))
+        model = flow.Model(x, flow.layers.Dense(3, name="out")(h))
+        model.compile(optimizer=flow.optimizers.SGD(0.1, momentum=0.9),
+                      loss=flow.losses.SparseCategoricalCrossentropy(from_logits=True))
+        rng = np.random.default_rng(0)
+        model.fit(rng.random((32, 6), dtype=np.float32), rng.integers(0, 3, 32), batch_size=BATCH, epochs=2,
+                  verbose=0, shuffle=False)
+        return model
+
+    model = fit("consistent", 2)
+    assert len(model._executable("train")._fns[("apply", BATCH)]) == len(model.trainable_weights) == 6
+    weights = model.get_weights()
+    assert len(weights) == 8                                  # with the moving mean and variance
+    for a, b in zip(weights, fit("mirrored", 1).get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
