@@ -12,9 +12,15 @@ class Optimizer:
         if not callable(learning_rate) and not isinstance(learning_rate, (int, float)):
             raise ConfigError(f"{type(self).__name__}: learning_rate expected a number, a schedule or a callable "
                               f"step -> rate, received {learning_rate!r}")
+        if weight_decay is not None and (isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float))
+                                         or weight_decay < 0):
+            raise ConfigError(f"{type(self).__name__}: weight_decay expected None or a number >= 0, received "
+                              f"{weight_decay!r}; pass a non-negative number, or None for no decay")
+        if clipnorm is not None:
+            raise ConfigError(f"{type(self).__name__}: clipnorm={clipnorm!r} is not supported yet (gradient clipping "
+                              f"is not implemented in any view); expected None: leave clipnorm out")
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
-        self.clipnorm = clipnorm
         self.name = name or type(self).__name__.lower()
         self.iterations = 0   # steps applied so far; the step counter saved in checkpoints
         self._slot_variables = {}   # variable path -> its slots, in slot_names order
@@ -43,6 +49,11 @@ class Optimizer:
         Kernels may round differently from the written-out arithmetic (Adam: ~1e-7 after a few steps); every
         view of one backend uses the same ones, so the view-switch promise is untouched."""
         raise NotImplementedError
+
+    def decay(self, xp, var, lr):
+        """Keras 3's decoupled weight decay, before the rule: ``var -= var * weight_decay * lr``."""
+        if self.weight_decay:
+            xp.assign(var, var - var * (self.weight_decay * lr))
 
     def get_config(self):
         return {"name": self.name, "learning_rate": self.learning_rate, "weight_decay": self.weight_decay}

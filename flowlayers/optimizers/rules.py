@@ -1,5 +1,8 @@
 """Update rules (Keras 3's arithmetic).  ``xp.assign(v, value)`` writes; ``xp.sqrt`` is the only math.
 
+Every rule starts with Keras 3's decoupled weight decay when ``weight_decay`` is set: ``v -= v * weight_decay * lr``
+(``Optimizer.decay``).
+
 A namespace may also offer its engine's kernel for a whole rule, the same arithmetic as one op per variable
 (``xp.apply_sgd``, ``xp.apply_adam``; see ``Optimizer.update``); a rule takes it when offered.
 """
@@ -18,6 +21,7 @@ class SGD(Optimizer):
         self.slot_names = ("momentum",) if momentum else ()
 
     def update(self, xp, var, grad, slots, lr, step):
+        self.decay(xp, var, lr)
         if hasattr(xp, "apply_sgd"):
             xp.apply_sgd(var, grad, slots[0] if slots else None, lr, self.momentum, self.nesterov)
             return
@@ -42,10 +46,8 @@ class Adam(Optimizer):
 
     def update(self, xp, var, grad, slots, lr, step):
         m, v = slots
+        self.decay(xp, var, lr)
         if hasattr(xp, "apply_adam"):
-            decayed = self.decayed(var, lr)
-            if decayed is not var:
-                xp.assign(var, decayed)
             xp.apply_adam(var, m, v, grad, lr, step, self.beta_1, self.beta_2, self.epsilon)
             return
         lr_t = lr * (1.0 - self.beta_2 ** step) ** 0.5 / (1.0 - self.beta_1 ** step)
@@ -53,34 +55,51 @@ class Adam(Optimizer):
         v_new = v + (grad * grad - v) * (1.0 - self.beta_2)
         xp.assign(m, m_new)
         xp.assign(v, v_new)
-        xp.assign(var, self.decayed(var, lr) - lr_t * m_new / (xp.sqrt(v_new) + self.epsilon))
-
-    def decayed(self, var, lr):
-        return var
+        xp.assign(var, var - lr_t * m_new / (xp.sqrt(v_new) + self.epsilon))
 
     def get_config(self):
         return {**super().get_config(), "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}
 
 
 class AdamW(Adam):
-    """Adam with decoupled weight decay: ``v -= v * weight_decay * lr`` before the Adam step."""
+    """Adam with decoupled weight decay on by default: ``v -= v * weight_decay * lr`` before the Adam step."""
 
     def __init__(self, learning_rate=0.001, weight_decay=0.004, **kwargs):
         super().__init__(learning_rate, weight_decay=weight_decay, **kwargs)
 
-    def decayed(self, var, lr):
-        return var - var * (self.weight_decay * lr)
-
 
 class RMSprop(Optimizer):
-    slot_names = ("velocity",)
+    """``s = rho * s + (1 - rho) * g²`` (centered: minus the square of ``a = rho * a + (1 - rho) * g``);
+    ``inc = lr * g / sqrt(s + epsilon)``; ``v -= inc``, or with momentum ``m = momentum * m + inc; v -= m``."""
 
-    def __init__(self, learning_rate=0.001, rho=0.9, epsilon=1e-7, **kwargs):
+    def __init__(self, learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False, **kwargs):
         super().__init__(learning_rate, **kwargs)
-        self.rho, self.epsilon = float(rho), float(epsilon)
+        if not 0.0 <= momentum <= 1.0:
+            raise ConfigError(f"RMSprop: momentum expected a float in [0, 1], received {momentum!r}; pass 0.0 for "
+                              f"none, or a fraction such as 0.9")
+        self.rho, self.momentum, self.epsilon, self.centered = float(rho), float(momentum), float(epsilon), centered
+        self.slot_names = ("velocity",) + (("momentum",) if momentum else ()) + (("average_gradient",) if centered
+                                                                               else ())
 
     def update(self, xp, var, grad, slots, lr, step):
-        (s,) = slots
-        s_new = self.rho * s + (1.0 - self.rho) * grad * grad
+        self.decay(xp, var, lr)
+        slots = dict(zip(self.slot_names, slots))
+        s = slots["velocity"]
+        s_new = self.rho * s + (1.0 - self.rho) * (grad * grad)
         xp.assign(s, s_new)
-        xp.assign(var, var - lr * grad / (xp.sqrt(s_new) + self.epsilon))
+        denominator = s_new + self.epsilon
+        if self.centered:
+            a = slots["average_gradient"]
+            a_new = self.rho * a + (1.0 - self.rho) * grad
+            xp.assign(a, a_new)
+            denominator = s_new - a_new * a_new + self.epsilon
+        increment = lr * grad / xp.sqrt(denominator)
+        if self.momentum:
+            m = slots["momentum"]
+            increment = self.momentum * m + increment
+            xp.assign(m, increment)
+        xp.assign(var, var - increment)
+
+    def get_config(self):
+        return {**super().get_config(), "rho": self.rho, "momentum": self.momentum, "epsilon": self.epsilon,
+                "centered": self.centered}
