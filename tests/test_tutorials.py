@@ -1,4 +1,5 @@
 """The tutorials run end to end (``--smoke``: a few steps), as a user runs them, and say what they promise."""
+import math
 import os
 import re
 import subprocess
@@ -30,7 +31,9 @@ def number_after(label, text):
 def test_quickstart_smoke(view, tmp_path):
     out = run_tutorial("01_quickstart.py", "--view", view, "--devices", "2", "--out", str(tmp_path), cwd=tmp_path)
     assert f"view: {view}, devices: 2" in out
-    assert 0.0 <= number_after("test accuracy:", out) <= 1.0
+    # four Adam steps already beat a uniform guess (loss ln 10 = 2.303, accuracy 0.1): 2.19 and 0.49 when written
+    assert number_after("test loss:", out) < math.log(10) - 0.05
+    assert number_after("test accuracy:", out) > 0.3
     assert (tmp_path / "01_training_curve.png").stat().st_size > 0
 
 
@@ -50,7 +53,9 @@ def test_consistent_vs_mirrored(tmp_path):
 def test_job_functions(tmp_path):
     out = run_tutorial("03_job_functions.py", "--view", "consistent", "--devices", "2", cwd=tmp_path)
     assert "building train_job: images (100, 1, 8, 8) flow.float32, sbp (S(0),)" in out
-    assert 0.0 <= number_after("test accuracy:", out) <= 1.0
+    # five SGD steps: the loss falls and the test loss is below a uniform guess's (2.286 < 2.305, 2.270 when written)
+    assert number_after("step    5: mean loss", out) < number_after("step    1: mean loss", out)
+    assert number_after("test loss:", out) < math.log(10)
     assert "InputError: job function 'train_job': placeholder 'images' expected shape (100, 1, 8, 8), " \
            "received (64, 1, 8, 8)" in out
     assert "predictions unchanged after the refused call: True" in out

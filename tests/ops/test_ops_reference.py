@@ -162,10 +162,17 @@ def test_one_hot(dtype):
     assert got[0].dtype == dtype.numpy
 
 
+TIES_A = [[[1., 2., 3., 4.], [0., -1., 5., 5.], [2., 2., 2., 2.]], [[7., 1., 0., 3.], [3., 3., 3., 3.], [1., 0., 1., 0.]]]
+TIES_B = [[[1., 3., 2., 4.], [0., 1., 5., 4.], [2., 1., 3., 2.]], [[7., 1., 1., 2.], [3., 4., 2., 3.], [0., 0., 1., 1.]]]
+
+
 def test_compare_ops():
-    got = check([F(3, 4), F(3, 4)], lambda a, b: [flow.math.greater(a, b), flow.math.equal(a, a)],
-                lambda a, b: (a > b, a == a), grad=False)
-    assert got[0].dtype == np.bool_
+    """Operands equal in some places and ordered either way in others: ``>`` and ``>=``, ``==`` and ``<=`` differ."""
+    got = check([F(3, 4, values=TIES_A), F(3, 4, values=TIES_B)],
+                lambda a, b: [flow.math.greater(a, b), flow.math.equal(a, b), flow.math.greater(b, a)],
+                lambda a, b: (a > b, a == b, b > a), grad=False)
+    assert all(g.dtype == np.bool_ for g in got)
+    assert all(0 < g.sum() < g.size for g in got)           # neither all True nor all False
 
 
 @pytest.mark.parametrize("specs, build, ref", [

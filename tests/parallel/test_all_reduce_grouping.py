@@ -34,11 +34,15 @@ def data():
     return rng.random((32, 16), dtype=np.float32), rng.integers(0, 3, 32)
 
 
-def collectives(fn, tmp_path):
-    """How many all-reduces the devices ran during ``fn()``, one per device per collective (TF's profiler)."""
+def collectives(model, data, tmp_path):
+    """How many all-reduces the devices ran during an epoch of ``model``, one per device per collective, as TF's
+    profiler saw them.  The profiler may miss an event (under load, 107 of 108 were once seen), so callers compare
+    counts with a margin far below the difference they test; the weights are read before the profiler stops, so
+    no step is still running then."""
     tf.profiler.experimental.start(str(tmp_path))
     try:
-        fn()
+        model.fit(*data, batch_size=16, epochs=1, verbose=0)
+        model.get_weights()
     finally:
         tf.profiler.experimental.stop()
     space = xplane_pb2.XSpace.FromString(open(glob.glob(f"{tmp_path}/**/*.xplane.pb", recursive=True)[0], "rb").read())
@@ -74,9 +78,9 @@ def test_small_gradients_are_all_reduced_in_one_collective(data, tmp_path, monke
     monkeypatch.delenv(GROUP_SIZE)
     # a second epoch (compiled already), two steps on two devices: one collective a step (26 gradients and the
     # loss together) ...
-    assert collectives(lambda: grouped.fit(*data, batch_size=16, epochs=1, verbose=0), tmp_path / "a") == 2 * 2
-    # ... or one per tensor
-    assert collectives(lambda: apart.fit(*data, batch_size=16, epochs=1, verbose=0), tmp_path / "b") == 2 * 2 * 27
+    assert 1 <= collectives(grouped, data, tmp_path / "a") <= 2 * 2
+    # ... or one per tensor (2 * 2 * 27 = 108; a tenth of them missed would still be far from 4)
+    assert 2 * 2 * 27 * 0.9 <= collectives(apart, data, tmp_path / "b") <= 2 * 2 * 27
 
 
 def test_large_gradients_are_all_reduced_apart():
