@@ -131,10 +131,13 @@ class Executable(BaseExecutable):
 
     def __call__(self, feeds, lr=0.0, step=1):
         self._current_handles()
-        placed = [self.runtime.place(f, x.node.attrs["kind"]) for f, x in zip(feeds, self.program.inputs)]
+        kinds = [x.node.attrs["kind"] for x in self.program.inputs]
+        placed = [self.runtime.place(f, kind) for f, kind in zip(feeds, kinds)]
+        rows = [len(f) for f, kind in zip(feeds, kinds) if kind != "list"]
+        active = min([self.runtime.num_replicas] + rows[:1])     # replicas with rows: a batch may be smaller
         try:
             with step_options(cpu=not self.runtime.native_nchw):
-                outs = self._fn(placed, tf.constant(lr, tf.float32), tf.constant(step, tf.int64))
+                outs = self._fn(placed, tf.constant(lr, tf.float32), tf.constant(step, tf.int64), active)
         except FlowLayersError:
             raise
         except tf.errors.OpError as e:
@@ -142,16 +145,20 @@ class Executable(BaseExecutable):
         return [self.runtime.fetch(o, m) for o, m in zip(outs, self.program.output_modes)]
 
     # The traced step ----------------------------------------------------
-    def _step(self, feeds, lr, step):
-        """``feeds``: per input, one tensor per device.  Returns per output one tensor per device."""
+    def _step(self, feeds, lr, step, active):
+        """``feeds``: per input, one tensor per device; the first ``active`` devices have rows (a batch smaller
+        than the device count leaves the others none).  Returns per output one tensor per device."""
         p, rt = self.program, self.runtime
         n, modes = rt.num_replicas, p.output_modes
         copies = [rt.local_variables(self._handles, i) for i in range(n)]
         replicas = []
         for i, device in enumerate(rt.devices):
             with tf.device(device):
-                replicas.append(self._local_fn([f[i] for f in feeds], [copies[i][k] for k in self._paths], step,
-                                               tf.constant(i)))
+                if i < active:
+                    replicas.append(self._local_fn([f[i] for f in feeds], [copies[i][k] for k in self._paths],
+                                                   step, tf.constant(i)))
+                else:   # no rows: nothing to run (TF's kernels fail on some empty batches), zeros to the sums
+                    replicas.append(_idle(replicas[0], modes))
         # what the replicas agree on, summed over them: element count, gradients, state updates, summed outputs
         shared = [[size] + grads + updates + [o for o, m in zip(outs, modes) if m == "sum"]
                   for size, grads, updates, outs in replicas]
@@ -162,7 +169,7 @@ class Executable(BaseExecutable):
             _, grads, updates, outs = replicas[i]
             count, rest = shared[i][0], iter(shared[i][1:])
             grads = [_mean(means, next(rest), count, device) for _ in grads]
-            updates = [_mean(means, next(rest), n, device) if n > 1 else next(rest) for _ in updates]
+            updates = [_mean(means, next(rest), active, device) if active > 1 else next(rest) for _ in updates]
             results.append([next(rest) if m == "sum" else o for o, m in zip(outs, modes)])
             if p.loss is not None or p.updates:
                 # the outputs first: one that reads a variable without feeding a gradient must not see the update
@@ -192,6 +199,14 @@ class Executable(BaseExecutable):
         updates = [env[b] for _, b in p.updates]
         outs = [tf.reduce_sum(env[b]) if mode == "sum" else env[b] for b, mode in zip(p.outputs, p.output_modes)]
         return size, grads, updates, outs
+
+
+def _idle(busy, modes):
+    """What a replica without rows contributes, shaped after a busy replica's: no elements, zero gradients and
+    state updates (left out of the updates' mean), zero sums and empty per-sample outputs."""
+    _, grads, updates, outs = busy
+    return (tf.constant(0.0), [tf.zeros_like(g) for g in grads], [tf.zeros_like(u) for u in updates],
+            [tf.zeros_like(o) if m == "sum" else o[:0] for o, m in zip(outs, modes)])
 
 
 def _mean(means, total, count, device):
