@@ -3,6 +3,8 @@
 Every device returns the sum of its values; the host adds them and divides
 by the number of examples seen, so a metric is the same in every view.
 """
+import re
+
 from . import dtypes
 from .errors import ConfigError
 from .ops import elementwise as ew, reduce
@@ -10,7 +12,7 @@ from .ops import elementwise as ew, reduce
 
 class Metric:
     def __init__(self, name=None):
-        self.name = name or type(self).__name__.lower()
+        self.name = name or re.sub(r"(?<!^)(?=[A-Z])", "_", type(self).__name__).lower()  # Keras' default names
         self.reset_state()
 
     def values(self, y_true, y_pred):
@@ -74,16 +76,17 @@ _BY_NAME = {
 
 
 def get(identifier, loss=None):
-    """A Metric from an instance or a name; 'accuracy'/'acc' follows the loss, as in Keras."""
+    """A Metric from an instance or a name; 'accuracy'/'acc' follows the loss, as in Keras, and a metric given
+    by name is reported under that name ('acc' -> 'acc', as History keys and logs in Keras)."""
     if isinstance(identifier, Metric):
         return identifier
-    if identifier in ("accuracy", "acc"):
+    if isinstance(identifier, str) and identifier.lower() in ("accuracy", "acc"):
         from . import losses
 
         kind = {losses.SparseCategoricalCrossentropy: SparseCategoricalAccuracy,
                 losses.CategoricalCrossentropy: CategoricalAccuracy,
                 losses.BinaryCrossentropy: BinaryAccuracy}.get(type(loss), SparseCategoricalAccuracy)
-        return kind(name="accuracy")
+        return kind(name=identifier)     # Keras names a metric given by name after that name
     if isinstance(identifier, str) and identifier in _BY_NAME:
         return _BY_NAME[identifier](name=identifier)
     raise ConfigError(f"metric: expected a flow.metrics.* instance, 'accuracy' or one of {sorted(_BY_NAME)}, "

@@ -69,16 +69,24 @@ def check_arrays(inputs, xs, y, what, label_spec=None):
                              f"y with {len(y)}; pass one label per sample (slice x and y alike)")
         if label_spec is not None:
             shape, dtype = label_spec
+            if dtype.is_integer and y.shape[1:] == tuple(shape[1:]) + (1,):
+                y = y.reshape(y.shape[:-1])         # class ids with a trailing axis of 1, as Keras accepts them
             if y.shape[1:] != tuple(shape[1:]):
                 raise InputError(f"{what}: y expected shape {describe_shape((None,) + tuple(shape[1:]))} for the "
                                  f"loss, received {describe_shape(y.shape)}")
-            y = _convert(y, dtype, f"{what}: y")
+            y = _convert(y, dtype, f"{what}: y", integral_floats=True)
     return out, y
 
 
-def _convert(a, dtype, what):
+def _convert(a, dtype, what, integral_floats=False):
+    """``a`` as ``dtype``; floats become integers only where asked (labels) and only when each is a whole number."""
     if dtype.is_integer and a.dtype.kind == "f":
-        raise InputError(f"{what} expected integer values ({dtype.name}), received {a.dtype}")
+        bad = ~np.isfinite(a) | (a != np.round(a)) if integral_floats else np.ones(a.shape, bool)
+        if bad.any():
+            where = np.unravel_index(np.argmax(bad), a.shape)
+            raise InputError(f"{what} expected integer values ({dtype.name}), received {a.dtype}"
+                             + (f" with the non-integral value {a[where].item()!r} at index {tuple(map(int, where))}; "
+                                f"class ids must be whole numbers" if integral_floats else ""))
     if a.dtype.kind not in "biuf":
         raise InputError(f"{what} expected numbers, received dtype {a.dtype}")
     return a.astype(dtype.numpy, copy=False)

@@ -200,15 +200,37 @@ class Model:
         return source.placeholder(shape, dtype, f"{self.name}/labels")
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None, validation_split=0.0,
-            validation_data=None, shuffle=True, initial_epoch=0, steps_per_epoch=None):
+            validation_data=None, shuffle=True, initial_epoch=0, steps_per_epoch=None, **kwargs):
+        _refuse_keywords(self, "fit", kwargs)
         return training.fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data,
                             shuffle, initial_epoch, steps_per_epoch)
 
-    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", callbacks=None, return_dict=False):
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", callbacks=None, return_dict=False, **kwargs):
+        _refuse_keywords(self, "evaluate", kwargs)
         return training.evaluate(self, x, y, batch_size, verbose, callbacks, return_dict)
 
-    def predict(self, x, batch_size=None, verbose="auto", callbacks=None):
+    def predict(self, x, batch_size=None, verbose="auto", callbacks=None, **kwargs):
+        _refuse_keywords(self, "predict", kwargs)
         return training.predict(self, x, batch_size, verbose, callbacks)
+
+    def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, return_dict=False):
+        """One training step on ``x, y`` as one batch; the loss and metrics of that batch (Keras 3's return)."""
+        _refuse_keywords(self, "train_on_batch", {"sample_weight": sample_weight, "class_weight": class_weight})
+        return training.on_batch(self, x, y, return_dict, train=True)
+
+    def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
+        """The loss and metrics of ``x, y`` as one batch, without training."""
+        _refuse_keywords(self, "test_on_batch", {"sample_weight": sample_weight})
+        return training.on_batch(self, x, y, return_dict, train=False)
+
+    def predict_on_batch(self, x):
+        """The outputs for ``x`` as one batch."""
+        return training.predict(self, x, max(len(training.first_array(x)), 1), 0, None)
+
+    @property
+    def metrics_names(self):
+        """The labels of what ``evaluate`` returns, in order: ``["loss", <metric names>]`` once compiled."""
+        return ["loss"] + [m.name for m in self.compiled_metrics] if self.loss is not None else []
 
     def parallel_plan(self, batch_size=32):
         """What runs where in the view in force: per variable (and optimizer slot) its SBP and the shard each
@@ -226,6 +248,27 @@ class Model:
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name!r}>"
+
+
+# Keras arguments flowlayers does not implement yet: refused when given, never ignored
+_NOT_YET = {"fit": ("class_weight", "sample_weight", "validation_steps", "validation_batch_size", "validation_freq"),
+            "evaluate": ("sample_weight", "steps"), "predict": ("steps",),
+            "train_on_batch": ("sample_weight", "class_weight"), "test_on_batch": ("sample_weight",)}
+
+
+def _refuse_keywords(model, method, kwargs):
+    """Keyword arguments ``method`` does not take: a Keras argument not implemented yet (given a value other than
+    its default, None) is named as such; any other name is unexpected."""
+    given = {k: v for k, v in kwargs.items() if not (k in _NOT_YET[method] and v is None)}
+    if not given:
+        return
+    where = f"Model {model.name!r}.{method}"
+    later = sorted(k for k in given if k in _NOT_YET[method])
+    if later:
+        raise InputError(f"{where}: {later[0]}={given[later[0]]!r} is not supported yet; expected None (leave it "
+                         f"out)")
+    raise InputError(f"{where}: unexpected keyword argument(s) {sorted(given)}; check the spelling against "
+                     f"Keras' {method} arguments")
 
 
 def _blob_list(value, what, name):

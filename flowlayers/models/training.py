@@ -228,6 +228,32 @@ def evaluate(model, x, y, batch_size, verbose, callbacks, return_dict):
     return values[0] if len(values) == 1 else values
 
 
+def on_batch(model, x, y, return_dict, train):
+    """``train_on_batch`` / ``test_on_batch``: one step on the whole of ``x, y``; its metrics, reset first."""
+    what = f"Model {model.name!r}.{'train' if train else 'test'}_on_batch"
+    if da.is_dataset(x):
+        raise InputError(f"{what}: expected arrays for one batch, received a dataset; use fit/evaluate for datasets")
+    xs, y = _prepare(model, x, y, what)
+    if train:
+        model._optimizers()
+        model.stop_training = False
+    executable = model._executable("train" if train else "eval")
+    metrics = _metrics(model)
+    logs = _run_batches(model, executable, [tuple(xs) + (y,)], metrics, callbacks_mod.CallbackList([], model, {}),
+                        "train" if train else "test", train=train)
+    if return_dict:
+        return logs
+    values = [logs[m.name] for m in metrics]
+    return values[0] if len(values) == 1 else values
+
+
+def first_array(x):
+    """The first input array of ``x`` (an array, or a list or dict of them)."""
+    if isinstance(x, dict):
+        x = list(x.values())
+    return np.asarray(x[0] if isinstance(x, (list, tuple)) else x)
+
+
 def predict(model, x, batch_size, verbose, callbacks):
     what = f"Model {model.name!r}.predict"
     batch_size = _batch_size(batch_size, what)

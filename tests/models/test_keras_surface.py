@@ -1,0 +1,109 @@
+"""The everyday Keras surface, checked against Keras 3 itself: per-batch calls, metric names and History keys,
+labels given as integral floats or with a trailing axis of 1, and unknown or unsupported keywords refused by
+name (never a raw TypeError, never ignored)."""
+import keras
+import numpy as np
+import pytest
+
+import flowlayers as flow
+
+PLACES = [("mirrored", 1), ("mirrored", 2), ("consistent", 2)]
+
+
+def data(n=12):
+    rng = np.random.default_rng(7)
+    return rng.standard_normal((n, 5)).astype(np.float32), rng.integers(0, 3, n)
+
+
+def models(metrics):
+    """The same two-layer classifier in flowlayers and in Keras 3, from the same weights."""
+    flow.clear_session()
+    x = flow.Input((5,))
+    ours = flow.Model(x, flow.layers.Dense(3)(flow.layers.Dense(8, activation="relu")(x)))
+    ours.compile(optimizer=flow.optimizers.SGD(0.1, momentum=0.9),
+                 loss=flow.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=metrics)
+    theirs = keras.Sequential([keras.Input((5,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3)])
+    theirs.set_weights(ours.get_weights())
+    theirs.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9),
+                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=metrics)
+    return ours, theirs
+
+
+@pytest.mark.parametrize("view, n", PLACES, ids=[f"{v}{n}" for v, n in PLACES])
+def test_on_batch_calls_match_keras(view, n):
+    flow.config.set_view(view)
+    flow.config.gpu_device_num(n)
+    ours, theirs = models(["accuracy"])
+    x, y = data()
+    for i in range(3):          # three steps on three different batches, each call's own metrics
+        batch = slice(4 * i, 4 * i + 4)
+        got, want = ours.train_on_batch(x[batch], y[batch]), theirs.train_on_batch(x[batch], y[batch])
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for a, b in zip(ours.get_weights(), theirs.get_weights()):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    np.testing.assert_allclose(ours.test_on_batch(x, y), theirs.test_on_batch(x, y), rtol=1e-5, atol=1e-6)
+    assert ours.test_on_batch(x, y, return_dict=True).keys() == {"loss", "accuracy"}
+    np.testing.assert_allclose(ours.predict_on_batch(x[:3]), theirs.predict_on_batch(x[:3]), atol=1e-5)
+
+
+@pytest.mark.parametrize("metrics, keys", [
+    (["accuracy"], ["loss", "accuracy"]),
+    (["acc"], ["loss", "acc"]),
+    ([flow.metrics.SparseCategoricalAccuracy()], ["loss", "sparse_categorical_accuracy"]),
+    (None, ["loss"]),
+])
+def test_metric_names_and_history_keys_are_keras(metrics, keys):
+    keras_metrics = [keras.metrics.SparseCategoricalAccuracy()] if metrics and not isinstance(metrics[0], str) \
+        else metrics
+    ours, theirs = models(metrics)
+    theirs.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                   metrics=keras_metrics)
+    x, y = data()
+    history = ours.fit(x, y, batch_size=4, validation_data=(x[:4], y[:4]), verbose=0).history
+    expected = theirs.fit(x, y, batch_size=4, validation_data=(x[:4], y[:4]), verbose=0).history
+    assert sorted(history) == sorted(expected) == sorted(keys + [f"val_{k}" for k in keys])
+    assert ours.metrics_names == keys
+    assert len(ours.evaluate(x, y, verbose=0) if metrics else [ours.evaluate(x, y, verbose=0)]) == len(keys)
+
+
+def test_sparse_labels_as_integral_floats_or_with_a_trailing_axis_train_as_integers():
+    x, y = data()
+    weights = []
+    for labels in (y, y.astype(np.float32), y.astype(np.float64)[:, None], y[:, None]):
+        ours, _ = models(["accuracy"])
+        ours.fit(x, labels, batch_size=4, shuffle=False, verbose=0)
+        weights.append(ours.get_weights())
+    for other in weights[1:]:
+        for a, b in zip(weights[0], other):
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("bad, where", [(1.5, "1.5"), (np.nan, "nan"), (np.inf, "inf")])
+def test_non_integral_float_labels_are_named(bad, where):
+    ours, _ = models(None)
+    x, y = data()
+    labels = y.astype(np.float32)
+    labels[5] = bad
+    with pytest.raises(flow.InputError, match=rf"y expected integer values \(int32\), received float32 with the "
+                                              rf"non-integral value {where} at index \(5,\)"):
+        ours.fit(x, labels, verbose=0)
+    assert ours.optimizer.iterations == 0
+    ours.fit(x, y, verbose=0)           # the model trains on
+    assert ours.optimizer.iterations == 1
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m, x, y: m.fit(x, y, epoch=2, verbose=0), r"fit: unexpected keyword argument\(s\) \['epoch'\]"),
+    (lambda m, x, y: m.evaluate(x, y, batchsize=4), r"evaluate: unexpected keyword argument\(s\) \['batchsize'\]"),
+    (lambda m, x, y: m.predict(x, workers=2), r"predict: unexpected keyword argument\(s\) \['workers'\]"),
+    (lambda m, x, y: m.fit(x, y, class_weight={0: 2.0}, verbose=0), r"fit: class_weight=\{0: 2.0\} is not supported"),
+    (lambda m, x, y: m.train_on_batch(x, y, sample_weight=np.ones(len(y))), r"train_on_batch: sample_weight="),
+])
+def test_unknown_or_unsupported_keywords_are_named(call, message):
+    ours, _ = models(None)
+    x, y = data()
+    with pytest.raises(flow.InputError, match=message):
+        call(ours, x, y)
+    assert ours.optimizer.iterations == 0
+    ours.fit(x, y, class_weight=None, verbose=0)       # a default value is no mistake
+    assert ours.optimizer.iterations == 1
