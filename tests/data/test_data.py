@@ -91,7 +91,7 @@ def _check_batches(batches, n, batch_size):
 
 def test_load_mnist_from_idx_and_npz_agree(mnist_dir, gz_arrays, tmp_path):
     with pytest.warns(UserWarning, match=ONLY_TEST_SET):
-        from_idx = load_mnist(300, data_dir=mnist_dir)  # 10000 // 300 = 33 batches, remainder dropped
+        from_idx = load_mnist(300, 300, data_dir=mnist_dir)  # 10000 // 300 = 33 batches, remainder dropped
     _check_batches(from_idx, 10000, 300)
     images, labels = gz_arrays
     np.testing.assert_array_equal(from_idx[1][0][0, 0, 0], images[0] / np.float32(255))
@@ -104,11 +104,11 @@ def test_load_mnist_from_idx_and_npz_agree(mnist_dir, gz_arrays, tmp_path):
     with np.load(npz_dir / "mnist.npz") as f:
         assert sorted(f.files) == ["x_test", "x_train", "y_test", "y_train"]
         assert f["x_train"].shape == (10000, 28, 28) and f["x_train"].dtype == np.uint8
-    from_npz = load_mnist(300, data_dir=npz_dir)
+    from_npz = load_mnist(300, 300, data_dir=npz_dir)
     # a full mnist.npz next to a test-only idx pair wins, so no warning
     for src in (IMAGES_GZ, LABELS_GZ):
         os.symlink(src, npz_dir / src.name)
-    assert load_mnist(300, data_dir=npz_dir)[0][0].shape == (33, 300, 1, 28, 28)
+    assert load_mnist(300, 300, data_dir=npz_dir)[0][0].shape == (33, 300, 1, 28, 28)
     for idx_set, npz_set in zip(from_idx, from_npz):
         for a, b in zip(idx_set, npz_set):
             assert a.dtype == b.dtype
@@ -124,7 +124,7 @@ def test_load_mnist_sizes_and_keras_home(mnist_dir, tmp_path, monkeypatch):
     with pytest.warns(UserWarning, match=ONLY_TEST_SET):
         (train_images, train_labels), (test_images, _) = load_mnist(64, train_size=1000, test_size=200)
     assert train_images.shape == (15, 64, 1, 28, 28) and train_labels.shape == (15, 64)
-    assert test_images.shape == (3, 64, 1, 28, 28)
+    assert test_images.shape == (2, 100, 1, 28, 28)         # OneFlow's test_batch_size default: 100
     with pytest.raises(InputError, match="train_size must be an int in 1..10000, received 0"), \
             pytest.warns(UserWarning, match=ONLY_TEST_SET):
         load_mnist(64, data_dir=mnist_dir, train_size=0)
@@ -190,3 +190,67 @@ def test_load_digits_bad_arguments():
         load_digits(test_fraction=1.5)
     with pytest.raises(InputError, match="batch_size=5000 is larger than the 1438 samples"):
         load_digits(batch_size=5000)
+
+
+# OneFlow 0.x's signature: load_mnist(train_batch_size=100, test_batch_size=100, data_format="NCHW", url=None,
+# hash_check=False, out_dir=".")
+def _npz_dir(tmp_path, mnist_dir):
+    folder = tmp_path / "npz"
+    folder.mkdir()
+    with pytest.warns(UserWarning, match=ONLY_TEST_SET):
+        write_mnist_npz(folder / "mnist.npz", mnist_dir)
+    return folder
+
+
+def test_load_mnist_oneflow_signature_and_formats(mnist_dir, tmp_path, monkeypatch, gz_arrays):
+    folder = _npz_dir(tmp_path, mnist_dir)
+    monkeypatch.chdir(folder)                   # out_dir="." by default: the current directory
+    (train_images, train_labels), (test_images, test_labels) = load_mnist(200, 500)
+    assert train_images.shape == (50, 200, 1, 28, 28) and test_images.shape == (20, 500, 1, 28, 28)
+    assert train_labels.shape == (50, 200) and test_labels.dtype == np.int32
+    (nhwc, _), _ = load_mnist(100, 100, "NHWC")
+    assert nhwc.shape == (100, 100, 28, 28, 1)
+    images, labels = gz_arrays
+    np.testing.assert_array_equal(nhwc[3, 7, :, :, 0], images[307] / np.float32(255))
+    np.testing.assert_array_equal(train_images[1, 7, 0], images[207] / np.float32(255))
+    assert load_mnist(out_dir=folder)[1][1].shape == (100, 100)
+
+
+def test_load_mnist_hash_check_and_url(mnist_dir, tmp_path):
+    import hashlib
+
+    folder = _npz_dir(tmp_path, mnist_dir)
+    digest = hashlib.sha256((folder / "mnist.npz").read_bytes()).hexdigest()
+    assert load_mnist(out_dir=folder, hash_check=digest)[0][0].shape == (100, 100, 1, 28, 28)
+    with pytest.raises(InputError, match=f"expected sha256 {'0' * 64}, received {digest}; remove the file"):
+        load_mnist(out_dir=folder, hash_check="0" * 64)
+    # nothing here: url= is fetched to out_dir/mnist.npz (a file: URL stands in for the network)
+    target = tmp_path / "downloads"
+    got = load_mnist(100, 100, url=(folder / "mnist.npz").as_uri(), hash_check=digest, out_dir=target)
+    assert (target / "mnist.npz").read_bytes() == (folder / "mnist.npz").read_bytes()
+    assert got[0][0].shape == (100, 100, 1, 28, 28)
+    with pytest.raises(InputError, match="could not download url='file:///nowhere/mnist.npz'"):
+        load_mnist(url="file:///nowhere/mnist.npz", out_dir=tmp_path / "empty")
+    assert not (tmp_path / "empty" / "mnist.npz").exists() and not (tmp_path / "empty" / "mnist.npz.partial").exists()
+
+
+def test_load_mnist_says_where_it_looked_without_url(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "khome"))
+    with pytest.raises(InputError) as info:
+        load_mnist(out_dir=tmp_path)
+    for part in (str(tmp_path), str(tmp_path / "khome" / "datasets"), "does not exist", "contains none of them",
+                 "url="):
+        assert part in str(info.value)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"train_batch_size": 0}, "train_batch_size must be a positive int, received 0"),
+    ({"test_batch_size": "100"}, "test_batch_size must be a positive int, received '100'"),
+    ({"data_format": "NWHC"}, "data_format expected 'NCHW' or 'NHWC', received 'NWHC'"),
+    ({"hash_check": True}, r"hash_check expected False or the sha256 of mnist.npz \(64 hex digits\), received True"),
+    ({"url": 5}, "url expected None or a URL string, received 5"),
+    ({"batch_size": 100}, r"the keywords \['batch_size'\]"),
+])
+def test_load_mnist_wrong_arguments_are_named(kwargs, message):
+    with pytest.raises(InputError, match=message):
+        load_mnist(**kwargs)
