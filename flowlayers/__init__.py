@@ -4,8 +4,8 @@
     flow.config.gpu_device_num(2)
     flow.config.set_view("consistent")   # or "mirrored"
 """
-from . import (activations, callbacks, config, data, initializers, losses, math, metrics, nn, optimizer,
-               optimizers, sbp, scope, train, typing)
+from . import (activations, callbacks, checkpoint, config, data, initializers, losses, math, metrics, nn,
+               optimizer, optimizers, sbp, scope, train, typing)
 from . import layers
 from .dtypes import bfloat16, double, float, float16, float32, float64, int8, int32, int64  # noqa: A004
 from .errors import (CheckpointError, ConfigError, DTypeError, EngineError, FlowLayersError, GraphError,
@@ -16,6 +16,7 @@ from .initializers import (constant_initializer, glorot_normal_initializer, glor
                            ones_initializer, random_normal_initializer, random_uniform_initializer,
                            truncated_normal, truncated_normal_initializer, xavier_uniform_initializer,
                            zeros_initializer)
+from .checkpoint import get_all_variables, load_variables
 from .inputs import Input
 from .job import function_config, global_function
 from .models import Model, Sequential
@@ -37,6 +38,16 @@ def clear_session():
     naming.reset()
     store.variables.clear()
     _job._registered.clear()
+
+
+def clear_default_session():
+    """OneFlow's name for ``clear_session``: forget job functions, their variables and automatic names."""
+    clear_session()
+
+
+def sync_default_session():
+    """OneFlow's wait for every job call to finish.  Job calls return only when their step has run (results
+    in hand, or delivered to their callback), so nothing is pending when this returns."""
 
 
 def get_variable(name, shape, dtype=None, initializer=None, trainable=True):

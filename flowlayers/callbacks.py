@@ -7,8 +7,9 @@ import os
 import sys
 import time
 
-from . import checkpoint, config
+from . import config
 from .errors import CheckpointError, ConfigError
+from .framework import checkpoint_format as checkpoint
 
 HOOKS = ("on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end", "on_train_batch_begin",
          "on_train_batch_end", "on_test_begin", "on_test_end", "on_test_batch_begin", "on_test_batch_end",

@@ -25,6 +25,7 @@ _state = {
     "layout_rules": {},
     "backend": None,      # None: env FLOWLAYERS_BACKEND or "tensorflow"
     "seed": 0,
+    "legacy_model_io": False,
 }
 
 
@@ -139,3 +140,17 @@ def set_seed(seed):
 
 def seed():
     return _state["seed"]
+
+
+def enable_legacy_model_io(val=True):
+    """OneFlow 0.3+'s switch between its two model-I/O interfaces: ``flow.train.CheckPoint`` (legacy) and
+    ``flow.checkpoint.save/get`` with ``flow.load_variables`` (the new one).  flowlayers serves both at once,
+    in one format, so programs written for either mode run as they are; the setting is recorded
+    (``legacy_model_io_enabled()``) and changes no result."""
+    if not isinstance(val, bool):
+        raise ConfigError(f"flow.config.enable_legacy_model_io(val): expected True or False, received {val!r}")
+    _state["legacy_model_io"] = val
+
+
+def legacy_model_io_enabled():
+    return _state["legacy_model_io"]

@@ -17,14 +17,15 @@ only on the step, the resumed run ends with the weights of an uninterrupted one:
         if (step + 1) % 100 == 0:
             ckpt.save("ckpt")
 
-The format is the one ``model.save_weights`` writes (``flowlayers.checkpoint``);
+The format is the one ``model.save_weights`` writes (``flowlayers.framework.checkpoint_format``);
 a job's optimizer slots are keyed ``<job name>/<optimizer name>/<variable path>/<slot>``.
 Unlike ``model.load_weights``, ``load`` takes a checkpoint holding variables
 that no job uses (a training checkpoint loaded by a predict-only program, as
 OneFlow does) and warns naming them.
 """
-from . import checkpoint, job
+from . import job
 from .framework.variable import store
+from .framework import checkpoint_format as checkpoint
 
 
 class CheckPoint:

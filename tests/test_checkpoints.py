@@ -20,7 +20,7 @@ import pytest
 
 import flowlayers as flow
 import flowlayers.typing as tp
-from flowlayers import checkpoint
+from flowlayers.framework import checkpoint_format as checkpoint
 from flowlayers.framework.variable import store
 
 PROGRAMS = Path(__file__).resolve().parent / "checkpoint_programs"

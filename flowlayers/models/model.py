@@ -10,7 +10,7 @@
 The same model runs in every view; the view in force when ``compile``
 (or ``fit``) runs decides where.
 """
-from .. import checkpoint, engine, losses as losses_mod, metrics as metrics_mod, optimizers as optimizers_mod
+from .. import engine, losses as losses_mod, metrics as metrics_mod, optimizers as optimizers_mod
 from ..errors import GraphError, InputError
 from ..framework.blob import Blob
 from ..framework.graph import topo_sort
@@ -19,6 +19,7 @@ from ..ops import source
 from ..parallel import report
 from . import summary as summary_mod, training
 from .weights import assign_all
+from ..framework import checkpoint_format as checkpoint
 
 
 class Model:

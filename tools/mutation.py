@@ -1,0 +1,374 @@
+"""Mutation testing of flowlayers' critical modules: plant one small bug at a time, run the tests that cover
+that module, and report the bugs no test noticed (survivors).
+
+    python tools/mutation.py                     # every module below, a fixed sample of its mutants, 2 jobs
+    python tools/mutation.py --list              # the mutants it would plant, planting none
+    python tools/mutation.py --only checkpoint --per-module 0      # every mutant of the matching modules
+    python tools/mutation.py --rerun             # only last run's survivors (after writing tests for them)
+
+Run by hand, never in CI (a full run takes tens of minutes).  Each job works in its own copy of the tree
+(``git ls-files``) under a temporary folder, imported through PYTHONPATH ahead of the installed package, so
+the checkout is never modified.  A mutant is *killed* when its tests fail, error or pass the time limit.
+Results: ``tools/MUTATION_RESULTS.md`` (a table and every survivor's diff) and ``tools/mutation_results.json``.
+
+Mutants are made from the syntax tree: arithmetic and comparison operators swapped, ``and``/``or`` swapped,
+conditions negated, numbers nudged, ``True``/``False`` flipped, call statements dropped, and well-known
+look-alike functions swapped (``re.search``/``re.match``, ``min``/``max``, ``any``/``all``).  Code that only
+builds a message (``raise`` statements, f-strings, docstrings) is left alone.  Besides these, a few *named*
+mutants replay bugs once found by hand (issue 17); they are always planted.
+"""
+import argparse
+import ast
+import concurrent.futures
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+RESULTS_MD, RESULTS_JSON = HERE / "MUTATION_RESULTS.md", HERE / "mutation_results.json"
+
+T = "tests/"
+STEP_TESTS = [T + "parallel/test_view_equivalence.py", T + "parallel/test_replicas_and_rules.py",
+              T + "optimizers", T + "parallel/test_update_kernels.py", T + "parallel/test_mirrored_all_reduce.py",
+              T + "parallel/test_hybrid.py", T + "parallel/test_split_step.py"]
+PLAN_TESTS = [T + "parallel/test_boxing.py", T + "parallel/test_signatures.py", T + "parallel/test_hybrid.py",
+              T + "parallel/test_with_sbp.py"]
+CHECKPOINT_TESTS = [T + "test_checkpoints.py"]
+ERROR_TESTS = [T + "test_user_errors.py", T + "parallel/test_replicas_and_rules.py", T + "parallel/test_rules_change.py"]
+
+# module -> the tests that cover it (what runs against each of its mutants), by area of the issue
+TARGETS = {
+    # op signatures
+    "flowlayers/ops/rules.py": PLAN_TESTS,
+    "flowlayers/ops/matmul.py": PLAN_TESTS + [T + "ops/test_ops_reference.py"],
+    "flowlayers/ops/elementwise.py": PLAN_TESTS + [T + "ops/test_ops_reference.py"],
+    # the planner and Boxing
+    "flowlayers/parallel/plan.py": PLAN_TESTS,
+    "flowlayers/parallel/boxing.py": PLAN_TESTS,
+    "flowlayers/parallel/propagate.py": PLAN_TESTS,
+    # both runtimes' steps
+    "backends/flowlayers_tensorflow/executable.py": STEP_TESTS,
+    "backends/flowlayers_tensorflow/consistent.py": STEP_TESTS,
+    "backends/flowlayers_tensorflow/runtime.py": STEP_TESTS,
+    # the optimizer rules
+    "flowlayers/optimizers/rules.py": [T + "optimizers", T + "parallel/test_update_kernels.py"],
+    "flowlayers/optimizers/base.py": [T + "optimizers", T + "parallel/test_update_kernels.py", T + "test_checkpoints.py"],
+    # checkpoints and resume
+    "flowlayers/framework/checkpoint_format.py": CHECKPOINT_TESTS,
+    "flowlayers/callbacks.py": CHECKPOINT_TESTS,
+    "flowlayers/train.py": CHECKPOINT_TESTS,
+    # the user-error checks
+    "flowlayers/framework/variable.py": ERROR_TESTS,
+    "flowlayers/inputs.py": ERROR_TESTS,
+    "flowlayers/config.py": ERROR_TESTS,
+}
+
+
+@dataclass
+class Mutant:
+    module: str
+    line: int
+    start: int          # character offsets into the module's source
+    end: int
+    old: str
+    new: str
+    kind: str
+    status: str = ""    # killed / survived / timeout
+    seconds: float = 0.0
+    detail: str = ""    # the first failing test, for killed mutants
+
+    @property
+    def key(self):
+        return f"{self.module}:{self.line}:{self.kind}:{self.old}->{self.new}"
+
+
+# the bugs issue 17 found surviving the whole suite, replayed on every run: (module, old text, new text, kind)
+NAMED = [
+    ("flowlayers/optimizers/base.py", "var - var * (self.weight_decay * lr)", "var - var * self.weight_decay",
+     "named: weight decay without the learning rate"),
+    ("backends/flowlayers_tensorflow/lowering.py",
+     "tf.constant(base, tf.int64) + tf.cast(self.replica_id, tf.int64) * 1_000_003", "tf.constant(base, tf.int64)",
+     "named: one dropout mask for every replica"),
+    ("flowlayers/framework/variable.py", "if re.search(pattern, self.path):", "if re.match(pattern, self.path):",
+     "named: layout rules matched at the path's start only"),
+    ("backends/flowlayers_tensorflow/executable.py",
+     "updates = [_mean(means, next(rest), active, device) if active > 1 else next(rest) for _ in updates]",
+     "updates = [next(rest) for _ in updates]", "named: state updates summed over replicas"),
+]
+NAMED_TESTS = {"backends/flowlayers_tensorflow/lowering.py": STEP_TESTS}
+
+BINOPS = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Div,
+          ast.Mod: ast.FloorDiv, ast.Pow: ast.Mult}
+CMPOPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
+          ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+OP_TEXT = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",
+           ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.In: "in",
+           ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not", ast.And: "and", ast.Or: "or"}
+LOOKALIKES = {"search": "match", "match": "search", "min": "max", "max": "min", "any": "all", "all": "any"}
+
+
+def offsets(source):
+    """(line, UTF-8 byte column) as the syntax tree gives them -> a character offset into ``source``."""
+    lines = source.splitlines(keepends=True)
+    starts = [sum(len(x) for x in lines[:i]) for i in range(len(lines))]
+    return lambda line, col: starts[line - 1] + len(lines[line - 1].encode()[:col].decode(errors="ignore"))
+
+
+def quiet_nodes(tree):
+    """Nodes whose code only makes text: raise statements, f-strings, docstrings, logging and print calls."""
+    skip = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Raise, ast.JoinedStr, ast.Assert)):
+            skip.update(id(n) for n in ast.walk(node))
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body and \
+                isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant):
+            skip.update(id(n) for n in ast.walk(node.body[0]))
+    return skip
+
+
+def mutants_of(module):
+    source = (REPO / module).read_text()
+    tree, at = ast.parse(source), offsets(source)
+    skip, found = quiet_nodes(tree), []
+
+    def span(node):
+        return at(node.lineno, node.col_offset), at(node.end_lineno, node.end_col_offset)
+
+    def add(node, start, end, new, kind):
+        found.append(Mutant(module, node.lineno, start, end, source[start:end], new, kind))
+
+    def between(left, right, old):
+        """The operator's text between two operands: its offsets."""
+        lo, hi = at(left.end_lineno, left.end_col_offset), at(right.lineno, right.col_offset)
+        i = source.index(old, lo, hi)
+        return i, i + len(old)
+
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.BinOp) and type(node.op) in BINOPS:
+            s, e = between(node.left, node.right, OP_TEXT[type(node.op)])
+            add(node, s, e, OP_TEXT[BINOPS[type(node.op)]], "operator")
+        elif isinstance(node, ast.Compare):
+            left = node.left
+            for op, right in zip(node.ops, node.comparators):
+                if type(op) in CMPOPS:
+                    s, e = between(left, right, OP_TEXT[type(op)])
+                    add(node, s, e, OP_TEXT[CMPOPS[type(op)]], "comparison")
+                left = right
+        elif isinstance(node, ast.BoolOp):
+            s, e = between(node.values[0], node.values[1], OP_TEXT[type(node.op)])
+            add(node, s, e, "or" if isinstance(node.op, ast.And) else "and", "boolean")
+        elif isinstance(node, (ast.If, ast.While, ast.IfExp)):
+            s, e = span(node.test)
+            add(node.test, s, e, f"not ({source[s:e]})", "negated condition")
+        elif isinstance(node, ast.Constant) and type(node.value) in (int, float) and not isinstance(node.value, bool):
+            s, e = span(node)
+            new = repr(node.value + 1) if isinstance(node.value, int) else repr(node.value * 2 or 1.0)
+            add(node, s, e, new, "number")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, bool):
+            s, e = span(node)
+            add(node, s, e, repr(not node.value), "boolean constant")
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            s, e = span(node)
+            add(node, s, e, "pass", "call dropped")
+        elif isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+            if name in LOOKALIKES and (isinstance(f, ast.Name) or name in ("search", "match")):
+                fs, fe = span(f)
+                s = fe - len(name)
+                add(node, s, fe, LOOKALIKES[name], "look-alike call")
+    return found
+
+
+def named_mutants():
+    out = []
+    for module, old, new, kind in NAMED:
+        source = (REPO / module).read_text()
+        if source.count(old) != 1:
+            raise SystemExit(f"named mutant {kind!r}: expected {old!r} once in {module}, found it "
+                             f"{source.count(old)} times; update NAMED")
+        start = source.index(old)
+        out.append(Mutant(module, source.count("\n", 0, start) + 1, start, start + len(old), old, new, kind))
+    return out
+
+
+def select(per_module, seed, only):
+    chosen = [m for m in named_mutants() if not only or any(o in m.module for o in only)]
+    for module in TARGETS:
+        if only and not any(o in module for o in only):
+            continue
+        candidates = mutants_of(module)
+        if per_module and len(candidates) > per_module:
+            candidates = sorted(random.Random(f"{seed}:{module}").sample(candidates, per_module),
+                                key=lambda m: m.start)
+        chosen.extend(candidates)
+    return chosen
+
+
+def tests_for(module):
+    return TARGETS.get(module) or NAMED_TESTS[module]
+
+
+def make_copy(root):
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for name in files:
+        if (REPO / name).is_file():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, root / name)
+    return root
+
+
+def pytest_run(copy, tests, timeout):
+    env = {**os.environ, "PYTHONPATH": f"{copy}{os.pathsep}{copy / 'backends'}", "PYTHONDONTWRITEBYTECODE": "1"}
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--no-header", "-W", "ignore",
+           *tests]
+    start = time.monotonic()
+    try:
+        done = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", time.monotonic() - start, f"over {timeout} s"
+    failed = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    status = "survived" if done.returncode == 0 else "killed"
+    return status, time.monotonic() - start, (failed[0] if failed else done.stdout.strip()[-200:]) if failed or \
+        done.returncode else ""
+
+
+def check_copy(copy):
+    env = {**os.environ, "PYTHONPATH": f"{copy}{os.pathsep}{copy / 'backends'}"}
+    out = subprocess.run([sys.executable, "-c", "import flowlayers, flowlayers_tensorflow as t; "
+                          "print(flowlayers.__file__); print(t.__file__)"], cwd=copy, env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    if not all(Path(p).is_relative_to(copy) for p in out):
+        raise SystemExit(f"the copy in {copy} is not what Python imports ({out}); is flowlayers installed "
+                         f"non-editable over it?")
+
+
+def run_one(slot, mutant, timeout):
+    copy = slot
+    path = copy / mutant.module
+    source = path.read_text()
+    path.write_text(source[:mutant.start] + mutant.new + source[mutant.end:])
+    try:
+        mutant.status, mutant.seconds, mutant.detail = pytest_run(copy, tests_for(mutant.module), timeout)
+    finally:
+        path.write_text(source)
+    return mutant
+
+
+def report(mutants, seconds, args):
+    by_module = {}
+    for m in mutants:
+        by_module.setdefault(m.module, []).append(m)
+    killed = sum(m.status != "survived" for m in mutants)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                            text=True).stdout.strip()
+    lines = ["# Mutation testing: last results", "",
+             f"`python tools/mutation.py {' '.join(args)}` at commit {commit} (plus the working tree), "
+             f"{time.strftime('%Y-%m-%d')}: **{len(mutants)} mutants, {killed} killed "
+             f"({killed / max(len(mutants), 1):.0%}), {len(mutants) - killed} survived**, in "
+             f"{seconds / 60:.1f} minutes with {args_jobs(args)} jobs on {os.cpu_count()} cores.", "",
+             "| module | planted | killed | survived | timeouts |", "|---|---|---|---|---|"]
+    for module, ms in by_module.items():
+        lines.append(f"| `{module}` | {len(ms)} | {sum(m.status != 'survived' for m in ms)} | "
+                     f"{sum(m.status == 'survived' for m in ms)} | {sum(m.status == 'timeout' for m in ms)} |")
+    survivors = [m for m in mutants if m.status == "survived"]
+    lines += ["", "## Survivors", ""] + ([f"- `{m.module}:{m.line}` ({m.kind}): `{m.old}` -> `{m.new}`"
+                                          for m in survivors] or ["None."])
+    lines += ["", "## Every mutant", "", "| module:line | kind | change | result | seconds | first failure |",
+              "|---|---|---|---|---|---|"]
+    for m in mutants:
+        change = f"`{m.old}` -> `{m.new}`".replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| `{m.module}:{m.line}` | {m.kind} | {change} | {m.status} | {m.seconds:.0f} | "
+                     f"{m.detail.replace('|', '/')[:120]} |")
+    return "\n".join(lines) + "\n"
+
+
+def args_jobs(args):
+    return args[args.index("--jobs") + 1] if "--jobs" in args else "2"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default 2)")
+    parser.add_argument("--per-module", type=int, default=8, help="mutants sampled per module; 0: all (default 8)")
+    parser.add_argument("--seed", default="17", help="the sample's seed")
+    parser.add_argument("--only", nargs="*", default=[], help="modules whose path contains one of these")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds before a mutant counts as killed by hang")
+    parser.add_argument("--list", action="store_true", help="print the mutants and plant none")
+    parser.add_argument("--rerun", action="store_true", help="only the survivors of the last run")
+    parser.add_argument("--named", action="store_true", help="only the named mutants (bugs once found by hand)")
+    args = parser.parse_args(argv)
+    raw = list(argv if argv is not None else sys.argv[1:])
+
+    if args.rerun:
+        last = [Mutant(**d) for d in json.loads(RESULTS_JSON.read_text())]
+        current = {m.key: m for m in select(0, args.seed, sorted({m.module for m in last}))}
+        mutants = [current[m.key] for m in last if m.status == "survived" and m.key in current]
+        gone = [m.key for m in last if m.status == "survived" and m.key not in current]
+        for key in gone:
+            print(f"no longer plantable (the code changed): {key}")
+    elif args.named:
+        mutants = named_mutants()
+    else:
+        mutants = select(args.per_module, args.seed, args.only)
+    if args.list:
+        for m in mutants:
+            print(f"{m.module}:{m.line}  {m.kind:18}  {m.old!r} -> {m.new!r}")
+        print(f"{len(mutants)} mutants")
+        return 0
+
+    work = Path(tempfile.mkdtemp(prefix="flowlayers-mutation-"))
+    start = time.monotonic()
+    try:
+        slots = [make_copy(work / f"job{i}") for i in range(args.jobs)]
+        check_copy(slots[0])
+        suites = sorted({tuple(tests_for(m.module)) for m in mutants})     # each must pass before any mutant
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            clean = list(pool.map(lambda i: pytest_run(slots[i % args.jobs], suites[i], args.timeout),
+                                  range(len(suites))))
+        for tests, (status, secs, detail) in zip(suites, clean):
+            print(f"clean run of {' '.join(tests)}: {status} in {secs:.0f} s", flush=True)
+            if status != "survived":
+                raise SystemExit(f"these tests fail without any mutant: {detail}")
+        free = list(slots)
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            pending = {}
+            for i, mutant in enumerate(mutants):
+                if not free:
+                    done, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+                    for f in done:
+                        free.append(pending.pop(f))
+                slot = free.pop()
+                pending[pool.submit(run_one, slot, mutant, args.timeout)] = slot
+            for f in concurrent.futures.as_completed(pending):
+                f.result()
+        for m in mutants:
+            print(f"{m.status:9} {m.seconds:5.0f} s  {m.module}:{m.line}  {m.kind}: {m.old!r} -> {m.new!r}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    seconds = time.monotonic() - start
+    if args.rerun:      # keep the last full run's list, with the survivors' new results
+        last = [Mutant(**d) for d in json.loads(RESULTS_JSON.read_text())]
+        redone = {m.key: m for m in mutants}
+        mutants = [redone.get(m.key, m) for m in last]
+    RESULTS_JSON.write_text(json.dumps([asdict(m) for m in mutants], indent=1) + "\n")
+    RESULTS_MD.write_text(report(mutants, seconds, raw))
+    survived = [m for m in mutants if m.status == "survived"]
+    print(f"{len(mutants)} mutants, {len(mutants) - len(survived)} killed, {len(survived)} survived "
+          f"({seconds / 60:.1f} min); see {RESULTS_MD.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
