@@ -116,14 +116,24 @@ def _pool(op, x, ksize, strides, padding, data_format, name):
     return apply(op, [x], attrs, name)
 
 
-def max_pool2d(input, ksize, strides=None, padding="VALID", data_format="NCHW", name=None):  # noqa: A002
-    """Max pooling over H and W; ``data_format`` is 'NCHW' (OneFlow's default) or 'NHWC'."""
+def max_pool2d(input, ksize, strides=None, padding="VALID", data_format="NCHW", ceil_mode=False,  # noqa: A002
+               name=None):
+    """Max pooling over H and W; OneFlow 0.3-0.5's signature: ``data_format`` 'NCHW' (its default) or 'NHWC'."""
+    _floor_only(ceil_mode, name or "max_pool2d")
     return _pool(MAX_POOL2D, input, ksize, strides, padding, data_format, name)
 
 
-def avg_pool2d(input, ksize, strides=None, padding="VALID", data_format="NCHW", name=None):  # noqa: A002
+def avg_pool2d(input, ksize, strides=None, padding="VALID", data_format="NCHW", ceil_mode=False,  # noqa: A002
+               name=None):
     """Average pooling over H and W (padding cells are not counted, as in TF and Keras)."""
+    _floor_only(ceil_mode, name or "avg_pool2d")
     return _pool(AVG_POOL2D, input, ksize, strides, padding, data_format, name)
+
+
+def _floor_only(ceil_mode, what):
+    if ceil_mode is not False:
+        raise LayerError(f"{what}: ceil_mode={ceil_mode!r} is not supported (output sizes are rounded down, "
+                         f"as with ceil_mode=False); expected False: pad the input or use padding='SAME'")
 
 
 def _infer_bias_add(inputs, attrs):
