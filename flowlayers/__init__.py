@@ -4,8 +4,9 @@
     flow.config.gpu_device_num(2)
     flow.config.set_view("consistent")   # or "mirrored"
 """
-from . import (activations, callbacks, checkpoint, config, data, initializers, losses, math, metrics, nn,
-               optimizer, optimizers, sbp, scope, train, typing)
+from . import (activations, callbacks, checkpoint, config, data, distribute, initializers, losses, math, metrics,
+               nn, optimizer, optimizers, sbp, scope, train, typing)
+from . import distribute as distribute_mod
 from . import layers
 from .dtypes import bfloat16, double, float, float16, float32, float64, int8, int32, int64  # noqa: A004
 from .errors import (CheckpointError, ConfigError, DTypeError, EngineError, FlowLayersError, GraphError,
@@ -50,12 +51,15 @@ def sync_default_session():
     in hand, or delivered to their callback), so nothing is pending when this returns."""
 
 
-def get_variable(name, shape, dtype=None, initializer=None, trainable=True):
-    """OneFlow's ``get_variable`` inside a job function: the variable ``name``, made once and shared by name."""
+def get_variable(name, shape, dtype=None, initializer=None, trainable=True, distribute=None):
+    """OneFlow's ``get_variable`` inside a job function: the variable ``name``, made once and shared by name;
+    ``distribute=flow.distribute.split(k)`` splits it along dim ``k`` in the consistent view."""
     from . import dtypes as _dtypes
     from .framework.variable import store
     from .ops import source
 
+    if distribute is not None:
+        distribute_mod.check(distribute, f"flow.get_variable({name!r}): distribute")
     var = store.get(name, tuple(shape), _dtypes.as_dtype(dtype), initializers.get(initializer) or
-                    initializers.GlorotUniform(), trainable)
+                    initializers.GlorotUniform(), trainable, distribute)
     return source.variable(var)

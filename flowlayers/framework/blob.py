@@ -6,7 +6,7 @@ Blobs carry no data.  They are printable while a model is being built::
     >>> x.shape, x.dtype
     ((100, 1, 28, 28), flow.float32)
 """
-from ..errors import describe_shape
+from ..errors import SBPError, describe_shape
 
 
 class Blob:
@@ -34,6 +34,18 @@ class Blob:
         from ..ops import shape as shape_ops
 
         return shape_ops.sbp_constraint(self, nd_sbp)
+
+    def with_distribute(self, distribute):
+        """OneFlow 0.x's ``with_sbp`` for its one-axis placements: ``flow.distribute.split(k)`` or
+        ``broadcast()`` on a one-axis mesh (a mesh of several axes takes ``with_sbp``, one SBP per axis)."""
+        from .. import config, distribute as distribute_mod
+
+        distribute_mod.check(distribute, f"Blob {self.name!r}.with_distribute")
+        axes = list(config.mesh_shape())
+        if len(axes) != 1:
+            raise SBPError(f"Blob {self.name!r}.with_distribute({distribute!r}): expected a one-axis mesh, received "
+                           f"the mesh axes {axes}; use blob.with_sbp(...) with one SBP per axis")
+        return self.with_sbp(distribute.sbp)
 
     def __repr__(self):
         sbp = "" if self.sbp is None else f", sbp={'(' + ', '.join(map(repr, self.sbp)) + ')'}"

@@ -28,6 +28,7 @@ class Variable:
         self.initializer, self.trainable = initializer, trainable
         self._runtime, self._handle, self._layout = None, None, None
         self.layout_of = None   # another Variable whose layout this one follows (optimizer slots)
+        self.distribute = None  # OneFlow's per-variable layout (flow.distribute.split(k)); wins over layout rules
         _live.add(self)
 
     @property
@@ -47,6 +48,17 @@ class Variable:
         """
         if self.layout_of is not None:
             return self.layout_of.mesh_spec(mesh)
+        if self.distribute is not None and self.distribute.axis is not None:
+            from .. import distribute
+
+            what = f"variable {self.path!r} ({self.distribute!r})"
+            if not 0 <= self.distribute.axis < len(self.shape):
+                raise SBPError(f"{what}: expected a split axis in [0, {len(self.shape)}) for shape "
+                               f"{describe_shape(self.shape)}, received {self.distribute.axis}")
+            spec = [None] * len(self.shape)
+            spec[self.distribute.axis] = distribute.mesh_axis(mesh, what)
+            check_spec(repr(self.distribute), tuple(spec), self, mesh)
+            return tuple(spec)
         for pattern, spec in config.layout_rules().items():
             if re.search(pattern, self.path):
                 check_spec(pattern, spec, self, mesh)
@@ -141,10 +153,11 @@ class VariableStore:
     def __init__(self):
         self.variables = {}
 
-    def get(self, path, shape, dtype, initializer, trainable=True):
+    def get(self, path, shape, dtype, initializer, trainable=True, distribute=None):
         var = self.variables.get(path)
         if var is None:
             var = self.variables[path] = Variable(path, shape, dtype, initializer, trainable)
+            var.distribute = distribute
         elif var.shape != tuple(shape) or var.dtype != dtype:
             raise ShapeError(f"variable {path!r}: exists with shape {describe_shape(var.shape)} {var.dtype.name}, "
                              f"requested again with shape {describe_shape(tuple(shape))} {dtype.name}; give the "

@@ -3,17 +3,32 @@
 Each builds the Keras layer of the same name and calls it once, so weights
 live at ``<name>/kernel`` and job functions share them by name.
 """
+from .. import distribute
+from ..errors import SBPError
 from .convolution import Conv2D
 from .dense import Dense
 from .normalization import BatchNormalization
 
 
 def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None, bias_initializer=None,
-          trainable=True, name=None):
+          trainable=True, name=None, model_distribute=None):
+    """OneFlow's ``flow.layers.dense``.  ``model_distribute=flow.distribute.split(0)`` splits the units over the
+    devices (OneFlow's weight is ``(units, in)``; here the kernel is ``(in, units)``, split along its dim 1, and
+    the bias with it); ``split(1)`` splits the inputs (the kernel's dim 0; the bias stays whole)."""
+    if model_distribute is not None:
+        distribute.check(model_distribute, f"flow.layers.dense({name!r}): model_distribute")
+        if model_distribute.axis not in (None, 0, 1):
+            raise SBPError(f"flow.layers.dense({name!r}): model_distribute expected split(0), split(1) or "
+                           f"broadcast() of its (units, in) weight, received {model_distribute!r}")
     layer = Dense(units, activation=activation, use_bias=use_bias,
                   kernel_initializer=kernel_initializer or "glorot_uniform",
                   bias_initializer=bias_initializer or "zeros", trainable=trainable, name=name)
-    return layer(inputs)
+    out = layer(inputs)
+    if model_distribute is not None and model_distribute.axis is not None:
+        layer.kernel.distribute = distribute.split(1 - model_distribute.axis)
+        if use_bias and model_distribute.axis == 0:
+            layer.bias.distribute = distribute.split(0)
+    return out
 
 
 def conv2d(inputs, filters, kernel_size=1, strides=1, padding="VALID", data_format="NCHW", dilation_rate=1,
