@@ -19,7 +19,7 @@ from .inputs import check_range, index_ranges
 from .layers import base as layer_base
 from .ops import source
 from .parallel import report
-from .typing import ListNumpy, Numpy, _Placeholder
+from .typing import Callback, ListListNumpy, ListNumpy, Numpy, _Placeholder
 
 _builds = []
 _registered = []
@@ -49,6 +49,7 @@ class _Build:
 
     def __init__(self, job_type):
         self.job_type, self.loss, self.rule = job_type, None, None
+        self.watched = []       # (blob, handler) of flow.watch
 
     def set_objective(self, loss, rule):
         if self.job_type != "train":
@@ -93,6 +94,9 @@ class JobFunction:
                                  f"{ann!r}")
             self.params.append((name, ann))
         self.returns = sig.return_annotation
+        self.asynchronous = isinstance(self.returns, Callback)
+        if self.asynchronous:
+            self.returns = self.returns.inner
 
     @property
     def view(self):
@@ -125,6 +129,9 @@ class JobFunction:
                 _builds.pop()
                 layer_base._build_in_store.pop()
         outputs, modes, structure = _outputs(self.__name__, result, self.returns, view)
+        watched = build.watched
+        outputs, modes = outputs + [b for b, _ in watched], modes + [_handler_mode(h, view) for _, h in watched]
+        structure = _with_watchers(structure, len(outputs) - len(watched), [h for _, h in watched])
         if self.job_type == "train" and build.loss is None:
             raise GraphError(f"job function {self.__name__!r} is type='train' but never called "
                              f"flow.optimizer.<Optimizer>(...).minimize(loss)")
@@ -170,7 +177,8 @@ class JobFunction:
         values = executable(feeds, **step_args)
         if rule is not None:
             rule.iterations += 1
-        return structure(values)
+        result = structure(values)
+        return _Delivery(self.__name__, result) if self.asynchronous else result
 
 
 def _carry_state(old, new):
@@ -179,6 +187,57 @@ def _carry_state(old, new):
     if old is not None and type(old) is type(new) and old.slot_names == new.slot_names:
         new.iterations = old.iterations
         new._slot_variables = old._slot_variables
+
+
+class _Delivery:
+    """What an asynchronous job call returns: call it with a callback to hand the step's result over."""
+
+    def __init__(self, job_name, result):
+        self._job_name, self._result, self._delivered = job_name, result, False
+
+    def __call__(self, callback):
+        if not callable(callback):
+            raise InputError(f"job function {self._job_name!r} (tp.Callback): expected a callable to receive the "
+                             f"result, received {callback!r}; call it as {self._job_name}(...)(callback)")
+        if self._delivered:
+            raise InputError(f"job function {self._job_name!r} (tp.Callback): this call's result was handed to a "
+                             f"callback already; call the job again for a new result")
+        self._delivered = True
+        callback(self._result)
+
+
+def watch(blob, handler):
+    """OneFlow's ``flow.watch``: after each step of the job being built, ``handler`` receives ``blob``'s value
+    (a numpy array; a list per device if the handler is annotated ``tp.ListNumpy`` in the mirrored view)."""
+    if not _builds:
+        raise GraphError("flow.watch: expected inside a function decorated with @flow.global_function")
+    if not isinstance(blob, Blob):
+        raise GraphError(f"flow.watch: expected a Blob to watch, received {type(blob).__name__}")
+    if not callable(handler):
+        raise GraphError(f"flow.watch: expected a callable handler for Blob {blob.name!r}, received {handler!r}")
+    _builds[-1].watched.append((blob, handler))
+
+
+def _handler_mode(handler, view):
+    try:
+        hints = typing.get_type_hints(handler)
+    except Exception:           # a handler without resolvable annotations takes the logical value
+        hints = {}
+    wants_list = any(h is ListNumpy for h in hints.values())
+    return "list" if wants_list and view == "mirrored" else "numpy"
+
+
+def _with_watchers(structure, n_results, handlers):
+    """``structure`` over the job's own outputs; the watched values after them go to their handlers."""
+    if not handlers:
+        return structure
+
+    def deliver(values):
+        result = structure(values[:n_results])
+        for handler, value in zip(handlers, values[n_results:]):
+            handler(value)
+        return result
+    return deliver
 
 
 def _has_string_annotations(fn):
@@ -191,19 +250,28 @@ def _outputs(job_name, result, returns, view):
         return [], [], lambda values: None
     if isinstance(result, Blob):
         mode = _mode(job_name, returns, view)
-        return [result], [mode], lambda values: values[0]
+        per_sample = returns is ListListNumpy
+        return [result], [mode], lambda values: _per_sample(values[0]) if per_sample else values[0]
     if isinstance(result, (tuple, list)) and all(isinstance(r, Blob) for r in result):
         args = typing.get_args(returns) if typing.get_origin(returns) in (tuple, typing.Tuple) else ()
-        modes = [_mode(job_name, args[i] if i < len(args) else returns, view) for i in range(len(result))]
-        return list(result), modes, lambda values: tuple(values)
+        kinds = [args[i] if i < len(args) else returns for i in range(len(result))]
+        modes = [_mode(job_name, k, view) for k in kinds]
+        return list(result), modes, lambda values: tuple(_per_sample(v) if k is ListListNumpy else v
+                                                         for v, k in zip(values, kinds))
     raise GraphError(f"job function {job_name!r}: expected to return a Blob, a tuple of Blobs or None, received "
                      f"{type(result).__name__}")
 
 
+def _per_sample(per_device):
+    """tp.ListListNumpy: per device, its rows as a list of arrays (one per sample)."""
+    return [list(part) for part in per_device]
+
+
 def _mode(job_name, annotation, view):
-    if annotation is ListNumpy:
+    if annotation is ListNumpy or annotation is ListListNumpy:
         if view != "mirrored":
-            raise GraphError(f"job function {job_name!r}: return annotation tp.ListNumpy expected in the mirrored "
+            name = "ListNumpy" if annotation is ListNumpy else "ListListNumpy"
+            raise GraphError(f"job function {job_name!r}: return annotation tp.{name} expected in the mirrored "
                              f"view, the view in force is {view!r}; use tp.Numpy")
         return "list"
     return "numpy"    # tp.Numpy, no annotation, or a Tuple member without one

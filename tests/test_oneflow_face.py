@@ -44,3 +44,93 @@ def test_session_calls():
     flow.config.enable_legacy_model_io()
     flow.config.enable_legacy_model_io(False)
     assert not flow.config.legacy_model_io_enabled()
+
+
+BATCH = 8
+
+
+def mlp_jobs(view, n):
+    """OneFlow's asynchronous train job (tp.Callback) with a flow.watch on the logits, and a predict job."""
+    flow.clear_default_session()
+    flow.config.set_view(view)
+    flow.config.gpu_device_num(n)
+    seen = {"logits": []}
+
+    def on_logits(logits: tp.Numpy):
+        seen["logits"].append(logits)
+
+    def net(images):
+        h = flow.layers.dense(flow.reshape(images, [images.shape[0], -1]), 16, activation=flow.nn.relu,
+                              name="hidden")
+        return flow.layers.dense(h, 10, name="output")
+
+    @flow.global_function(type="train")
+    def train_job(images: tp.Numpy.Placeholder((BATCH, 1, 8, 8)),
+                  labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32)) -> tp.Callback[tp.Numpy]:
+        logits = net(images)
+        flow.watch(logits, on_logits)
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss
+
+    @flow.global_function(type="predict")
+    def eval_job(images: tp.Numpy.Placeholder((BATCH, 1, 8, 8))) -> tp.Numpy:
+        return net(images)
+
+    return train_job, eval_job, seen
+
+
+@pytest.mark.parametrize("view, n", [("mirrored", 1), ("consistent", 2), ("mirrored", 2)])
+def test_asynchronous_jobs_deliver_each_result_in_order_and_watch_sees_each_step(view, n):
+    train_job, eval_job, seen = mlp_jobs(view, n)
+    (x, y), _ = flow.data.load_digits()
+    x, y = x[:BATCH * 3], y[:BATCH * 3].astype(np.int32)
+    delivered, logits_before = [], []
+    for i in range(3):
+        batch = slice(i * BATCH, (i + 1) * BATCH)
+        logits_before.append(eval_job(x[batch]))
+        train_job(x[batch], y[batch])(lambda loss, i=i: delivered.append((i, loss)))
+    assert [i for i, _ in delivered] == [0, 1, 2]
+    for i, loss in delivered:        # each step's loss, computed from the logits the step saw (numpy float64)
+        logits = logits_before[i].astype(np.float64)
+        log_softmax = logits - logits.max(1, keepdims=True)
+        log_softmax -= np.log(np.exp(log_softmax).sum(1, keepdims=True))
+        np.testing.assert_allclose(loss, -log_softmax[np.arange(BATCH), y[i * BATCH:(i + 1) * BATCH]], atol=1e-5)
+        np.testing.assert_allclose(seen["logits"][i], logits_before[i], atol=1e-5)
+    assert len(seen["logits"]) == 3
+
+
+def test_asynchronous_job_errors_are_not_swallowed():
+    train_job, _, _ = mlp_jobs("mirrored", 1)
+    (x, y), _ = flow.data.load_digits()
+    x, y = x[:BATCH], y[:BATCH].astype(np.int32)
+    with pytest.raises(flow.InputError, match="placeholder 'images' expected shape"):
+        train_job(x[:3], y)
+    pending = train_job(x, y)
+
+    def broken(loss):
+        raise RuntimeError("the callback failed")
+    with pytest.raises(RuntimeError, match="the callback failed"):
+        pending(broken)
+    with pytest.raises(flow.InputError, match="handed to a callback already"):
+        pending(print)
+    with pytest.raises(flow.InputError, match="expected a callable to receive the result, received 3"):
+        train_job(x, y)(3)
+    assert train_job.step == 2                  # the two accepted calls trained, the refused one did not
+
+
+def test_list_list_numpy_gives_each_device_its_samples():
+    flow.clear_default_session()
+    flow.config.set_view("mirrored")
+    flow.config.gpu_device_num(2)
+
+    @flow.global_function(type="predict")
+    def double(x: tp.ListNumpy.Placeholder((3, 2))) -> tp.ListListNumpy:
+        return x * 2.0
+
+    parts = [np.arange(6, dtype=np.float32).reshape(3, 2), -np.ones((3, 2), np.float32)]
+    out = double(parts)
+    assert len(out) == 2 and all(len(samples) == 3 for samples in out)
+    for device, samples in zip(parts, out):
+        for row, sample in zip(device, samples):
+            np.testing.assert_array_equal(sample, row * 2.0)
