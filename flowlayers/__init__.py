@@ -47,8 +47,8 @@ def clear_default_session():
 
 
 def sync_default_session():
-    """OneFlow's wait for every job call to finish.  Job calls return only when their step has run (results
-    in hand, or delivered to their callback), so nothing is pending when this returns."""
+    """OneFlow's wait for every job call to finish.  A job call returns only when its step has run (an
+    asynchronous job's result is then held for its callback), so nothing is pending when this returns."""
 
 
 def get_variable(name, shape, dtype=None, initializer=None, trainable=True, distribute=None):
