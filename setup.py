@@ -21,7 +21,8 @@ setup(
         # what the tutorials use: bundled real data (scikit-learn's digits) and the pictures
         "examples": ["scikit-learn>=1.4", "matplotlib>=3.8"],
         # the tests run every tutorial, pictures included
-        "test": ["pytest>=8", "pytest-xdist>=3.5", "scikit-learn>=1.4", "matplotlib>=3.8"],
+        # (tensorboard: Keras' TensorBoard callback writes through it, as it does in Keras)
+        "test": ["pytest>=8", "pytest-xdist>=3.5", "scikit-learn>=1.4", "matplotlib>=3.8", "tensorboard>=2.16"],
         # mkdocs build --strict: API reference from docstrings, tutorials embedded with pymdownx.snippets
         "docs": ["mkdocs>=1.6", "mkdocstrings[python]>=0.26", "pymdown-extensions>=10"],
     },

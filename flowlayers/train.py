@@ -24,8 +24,8 @@ that no job uses (a training checkpoint loaded by a predict-only program, as
 OneFlow does) and warns naming them.
 """
 from . import job
-from .framework.variable import store
 from .framework import checkpoint_format as checkpoint
+from .framework.variable import store
 
 
 class CheckPoint:

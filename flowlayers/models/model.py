@@ -10,8 +10,11 @@
 The same model runs in every view; the view in force when ``compile``
 (or ``fit``) runs decides where.
 """
+import os
+
 from .. import engine, losses as losses_mod, metrics as metrics_mod, optimizers as optimizers_mod
-from ..errors import GraphError, InputError
+from ..errors import CheckpointError, GraphError, InputError
+from ..framework import checkpoint_format as checkpoint
 from ..framework.blob import Blob
 from ..framework.graph import topo_sort
 from ..framework.program import Program
@@ -19,7 +22,6 @@ from ..ops import source
 from ..parallel import report
 from . import summary as summary_mod, training
 from .weights import assign_all
-from ..framework import checkpoint_format as checkpoint
 
 
 class Model:
@@ -28,6 +30,7 @@ class Model:
         self.optimizer, self.loss, self.compiled_metrics = None, None, []
         self.stop_training = False
         self.history = None
+        self.train_function = None      # Keras callbacks look for it (TensorBoard's graph); no Keras graph here
         self._jit_compile = False
         self._programs = {}
         if inputs is not None or outputs is not None:
@@ -121,10 +124,22 @@ class Model:
         return variables
 
     def save_weights(self, filepath, overwrite=True, **kwargs):
-        """Logical weights, optimizer slots and step into directory ``filepath``; loads in any view or device count."""
+        """Logical weights, optimizer slots and step into directory ``filepath``; loads in any view or device count.
+        ``overwrite=False`` refuses a ``filepath`` that exists (Keras would ask; a program cannot be asked)."""
+        if kwargs:
+            raise InputError(f"Model {self.name!r}.save_weights: unexpected keyword argument(s) {sorted(kwargs)}; "
+                             f"expected filepath and overwrite")
+        if not overwrite and os.path.exists(filepath):
+            raise CheckpointError(f"Model {self.name!r}.save_weights: {os.fspath(filepath)!r} exists and "
+                                  f"overwrite=False; expected a new path, or pass overwrite=True")
         self._save_checkpoint(filepath)
 
-    save = save_weights
+    def save(self, filepath, *args, **kwargs):
+        """Keras' whole-model save (architecture, weights, optimizer) is not implemented: refused, never done
+        partly.  ``save_weights`` saves the weights and optimizer state of a model rebuilt in code."""
+        raise CheckpointError(f"Model {self.name!r}.save({os.fspath(filepath)!r}): saving the whole model "
+                              f"(architecture with weights) is not supported yet; expected save_weights(filepath), "
+                              f"with the model rebuilt in code before load_weights")
 
     def _save_checkpoint(self, filepath, position=None):
         self._require_built("save_weights")

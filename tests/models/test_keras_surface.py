@@ -107,3 +107,23 @@ def test_unknown_or_unsupported_keywords_are_named(call, message):
     assert ours.optimizer.iterations == 0
     ours.fit(x, y, class_weight=None, verbose=0)       # a default value is no mistake
     assert ours.optimizer.iterations == 1
+
+
+def test_whole_model_save_is_refused_and_save_weights_keeps_its_word(tmp_path):
+    ours, _ = models(None)
+    x, y = data()
+    with pytest.raises(flow.CheckpointError, match=r"save\('.*m.keras'\): saving the whole model .* not supported "
+                                                   r"yet; expected save_weights"):
+        ours.save(str(tmp_path / "m.keras"))
+    assert not (tmp_path / "m.keras").exists()                  # nothing written in part
+    ours.save_weights(str(tmp_path / "w"))
+    with pytest.raises(flow.CheckpointError, match="exists and overwrite=False"):
+        ours.save_weights(str(tmp_path / "w"), overwrite=False)
+    with pytest.raises(flow.InputError, match=r"save_weights: unexpected keyword argument\(s\) \['max_shard'\]"):
+        ours.save_weights(str(tmp_path / "v"), max_shard=2)
+    ours.fit(x, y, verbose=0)
+    ours.save_weights(str(tmp_path / "w"))                       # overwrite=True, the default
+    fresh, _ = models(None)
+    fresh.load_weights(str(tmp_path / "w"))
+    for a, b in zip(fresh.get_weights(), ours.get_weights()):
+        np.testing.assert_array_equal(a, b)
