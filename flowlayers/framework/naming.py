@@ -19,7 +19,7 @@ def reserve(name):
 
 
 def snake_case(name):
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower().replace("2_d", "2d")
+    return re.sub(r"(\d)_d(?=_|$)", r"\1d", re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower())   # conv1d, conv2d
 
 
 def reset():

@@ -1,17 +1,22 @@
 """Keras-style layers (``Dense``) and OneFlow's functional layers (``dense``) in one namespace."""
 from .base import Layer
-from .convolution import Conv2D
-from .core import Activation, Add, Concatenate, Dropout, Embedding, ReLU, Softmax
+from .convolution import Conv1D, Conv2D
+from .core import (Activation, Add, Average, Concatenate, Dropout, Embedding, Multiply, ReLU, Rescaling, Softmax,
+                   Subtract, add, average, concatenate, multiply, subtract)
 from .dense import Dense
 from .functional import batch_normalization, conv2d, dense
 from .normalization import BatchNormalization, LayerNormalization
-from .pooling import AveragePooling2D, AvgPool2D, MaxPool2D, MaxPooling2D
-from .reshaping import Flatten, Reshape
+from .pooling import (AveragePooling2D, AvgPool2D, GlobalAveragePooling2D, GlobalAvgPool2D, GlobalMaxPool2D,
+                      GlobalMaxPooling2D, MaxPool2D, MaxPooling2D)
+from .reshaping import Flatten, Reshape, UpSampling2D, ZeroPadding2D
 
-Convolution2D = Conv2D
+Convolution1D, Convolution2D = Conv1D, Conv2D
 
 __all__ = [
     "Layer", "Dense", "Conv2D", "Convolution2D", "MaxPool2D", "MaxPooling2D", "AveragePooling2D", "AvgPool2D",
     "Flatten", "Reshape", "Dropout", "BatchNormalization", "LayerNormalization", "Embedding", "Activation", "ReLU",
-    "Softmax", "Add", "Concatenate", "dense", "conv2d", "batch_normalization",
+    "Softmax", "Add", "Concatenate", "dense", "conv2d", "batch_normalization", "Conv1D", "Convolution1D",
+    "GlobalAveragePooling2D", "GlobalAvgPool2D", "GlobalMaxPooling2D", "GlobalMaxPool2D", "UpSampling2D",
+    "ZeroPadding2D", "Rescaling", "Subtract", "Multiply", "Average", "add", "subtract", "multiply", "average",
+    "concatenate",
 ]

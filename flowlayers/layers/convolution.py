@@ -1,7 +1,8 @@
-"""Conv2D: 2-D convolution with a (kh, kw, in, out) kernel, channels first or last."""
+"""Conv2D: 2-D convolution with a (kh, kw, in, out) kernel, channels first or last; Conv1D with a
+(k, in, out) kernel, run as a Conv2D over rows of height 1."""
 from .. import activations, initializers
 from ..errors import LayerError
-from ..ops import conv
+from ..ops import conv, shape as shape_ops
 from .base import Layer
 
 
@@ -46,3 +47,70 @@ class Conv2D(Layer):
         return {**super().get_config(), "filters": self.filters, "kernel_size": self.kernel_size,
                 "strides": self.strides, "padding": self.padding.lower(), "data_format": self.data_format,
                 "activation": activations.name_of(self.activation), "use_bias": self.use_bias}
+
+
+class Conv1D(Layer):
+    """Keras' Conv1D: ``(N, W, C)`` (or ``(N, C, W)`` with ``data_format="channels_first"``); ``padding`` 'valid',
+    'same' or 'causal' (zeros before the sequence only, so an output never sees a later step)."""
+    input_ndim = 3
+
+    def __init__(self, filters, kernel_size, strides=1, padding="valid", data_format="channels_last",
+                 dilation_rate=1, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", **kwargs):
+        super().__init__(**kwargs)
+        what = f"layer {self.name!r} (Conv1D)"
+        if isinstance(filters, bool) or not isinstance(filters, int) or filters <= 0:
+            raise LayerError(f"{what}: filters expected a positive int, received {filters!r}")
+        self.filters = filters
+        self.kernel_size, self.strides, self.dilation_rate = (
+            _one(v, what, name) for v, name in ((kernel_size, "kernel_size"), (strides, "strides"),
+                                               (dilation_rate, "dilation_rate")))
+        if not isinstance(padding, str) or padding.lower() not in ("valid", "same", "causal"):
+            raise LayerError(f"{what}: padding expected 'valid', 'same' or 'causal', received {padding!r}")
+        self.padding = padding.lower()
+        self.data_format = conv.standardize_data_format(data_format, what)
+        self.activation = activations.get(activation, f"{what}: activation")
+        self.use_bias = use_bias
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
+
+    def build(self, input_shape):
+        axis = 1 if self.data_format == "NCHW" else 2
+        if input_shape[axis] is None:
+            raise LayerError(f"layer {self.name!r} (Conv1D): expected a known channel count on axis {axis}, "
+                             f"received shape {input_shape}")
+        self.kernel = self.add_weight("kernel", (self.kernel_size, input_shape[axis], self.filters),
+                                      self.kernel_initializer)
+        self.bias = self.add_weight("bias", (self.filters,), self.bias_initializer) if self.use_bias else None
+        self.fix_feature_dims(**{f"axis_{axis}": input_shape[axis]})
+
+    def call(self, x):
+        first = self.data_format == "NCHW"
+        n, c, w = (x.shape[0], x.shape[1], x.shape[2]) if first else (x.shape[0], x.shape[2], x.shape[1])
+        if self.padding == "causal":
+            left = (self.kernel_size - 1) * self.dilation_rate
+            x = shape_ops.pad(x, [(0, 0), (0, 0), (left, 0)] if first else [(0, 0), (left, 0), (0, 0)])
+            w = None if w is None else w + left
+        rows = shape_ops.reshape(x, (n, c, 1, w) if first else (n, 1, w, c))
+        kernel = shape_ops.reshape(self.read(self.kernel), (1,) + self.kernel.shape)
+        y = conv.conv2d(rows, kernel, (1, self.strides), "SAME" if self.padding == "same" else "VALID",
+                        self.data_format, (1, self.dilation_rate))
+        y = shape_ops.reshape(y, (n, self.filters, y.shape[3]) if first else (n, y.shape[2], self.filters))
+        if self.use_bias:
+            y = conv.bias_add(y, self.read(self.bias), axis=1 if first else 2)
+        return self.activation(y)
+
+    def get_config(self):
+        return {**super().get_config(), "filters": self.filters, "kernel_size": self.kernel_size,
+                "strides": self.strides, "padding": self.padding, "data_format": self.data_format,
+                "dilation_rate": self.dilation_rate, "activation": activations.name_of(self.activation),
+                "use_bias": self.use_bias}
+
+
+def _one(value, what, name):
+    """An int, or a 1-tuple of one (Keras takes both)."""
+    if isinstance(value, (tuple, list)) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise LayerError(f"{what}: {name} expected a positive int, received {value!r}")
+    return value

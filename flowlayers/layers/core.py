@@ -1,4 +1,5 @@
-"""Small layers: Dropout, Activation, ReLU, Softmax, Add, Concatenate, Embedding."""
+"""Small layers: Dropout, Activation, ReLU, Softmax, Rescaling, the merges (Add, Subtract, Multiply, Average,
+Concatenate, and Keras' functional forms add(...) etc.), Embedding."""
 from .. import activations, initializers
 from ..errors import LayerError, ShapeError
 from ..ops import elementwise, embedding, nn, shape as shape_ops
@@ -56,12 +57,62 @@ class Add(_Merge):
     def call(self, inputs):
         self._check(inputs)
         out = inputs[0]
-        for x in inputs[1:]:
-            if x.shape != out.shape:
-                raise ShapeError(f"layer {self.name!r} (Add): expected inputs of one shape, received "
-                                 f"{[y.shape for y in inputs]}")
+        for x in _same_shapes(self, inputs)[1:]:
             out = elementwise.add(out, x)
         return out
+
+
+class Subtract(_Merge):
+    """``inputs[0] - inputs[1]``: exactly two inputs, as in Keras."""
+
+    def call(self, inputs):
+        self._check(inputs)
+        if len(inputs) != 2:
+            raise LayerError(f"layer {self.name!r} (Subtract): expected exactly 2 inputs, received {len(inputs)}")
+        return elementwise.subtract(*_same_shapes(self, inputs))
+
+
+class Multiply(_Merge):
+    def call(self, inputs):
+        self._check(inputs)
+        out, *rest = _same_shapes(self, inputs)
+        for x in rest:
+            out = elementwise.multiply(out, x)
+        return out
+
+
+class Average(_Merge):
+    def call(self, inputs):
+        self._check(inputs)
+        out, *rest = _same_shapes(self, inputs)
+        for x in rest:
+            out = elementwise.add(out, x)
+        return elementwise.multiply(out, 1.0 / len(inputs))
+
+
+def _same_shapes(layer, inputs):
+    if any(x.shape != inputs[0].shape for x in inputs):
+        raise ShapeError(f"layer {layer.name!r} ({type(layer).__name__}): expected inputs of one shape, received "
+                         f"{[y.shape for y in inputs]}")
+    return inputs
+
+
+class Rescaling(Layer):
+    """``x * scale + offset`` (Keras' preprocessing layer; the values are floats)."""
+
+    def __init__(self, scale, offset=0.0, **kwargs):
+        super().__init__(**kwargs)
+        for what, v in (("scale", scale), ("offset", offset)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise LayerError(f"layer {self.name!r} (Rescaling): {what} expected a number, received {v!r}")
+        self.scale, self.offset = float(scale), float(offset)
+
+    def call(self, x):
+        y = elementwise.multiply(x, self.scale)
+        return elementwise.add(y, self.offset) if self.offset else y
+
+    def get_config(self):
+        return {**super().get_config(), "scale": self.scale, "offset": self.offset}
 
 
 class Concatenate(_Merge):
@@ -93,3 +144,24 @@ class Embedding(Layer):
 
     def get_config(self):
         return {**super().get_config(), "input_dim": self.input_dim, "output_dim": self.output_dim}
+
+
+def add(inputs, **kwargs):
+    """Keras' functional form of ``Add``: ``add([a, b])``."""
+    return Add(**kwargs)(inputs)
+
+
+def subtract(inputs, **kwargs):
+    return Subtract(**kwargs)(inputs)
+
+
+def multiply(inputs, **kwargs):
+    return Multiply(**kwargs)(inputs)
+
+
+def average(inputs, **kwargs):
+    return Average(**kwargs)(inputs)
+
+
+def concatenate(inputs, axis=-1, **kwargs):
+    return Concatenate(axis=axis, **kwargs)(inputs)

@@ -1,5 +1,5 @@
-"""MaxPool2D and AveragePooling2D."""
-from ..ops import conv
+"""MaxPool2D, AveragePooling2D, GlobalAveragePooling2D and GlobalMaxPooling2D."""
+from ..ops import conv, reduce
 from .base import Layer
 
 
@@ -33,3 +33,32 @@ class AveragePooling2D(_Pool2D):
 
 MaxPooling2D = MaxPool2D
 AvgPool2D = AveragePooling2D
+
+
+class _GlobalPool2D(Layer):
+    """The mean (or max) over H and W: ``(N, C)``, or ``(N, 1, 1, C)`` / ``(N, C, 1, 1)`` with ``keepdims``."""
+    input_ndim = 4
+    op = None
+
+    def __init__(self, data_format="channels_last", keepdims=False, **kwargs):
+        super().__init__(**kwargs)
+        self.data_format = conv.standardize_data_format(data_format, f"layer {self.name!r} ({type(self).__name__})")
+        self.keepdims = bool(keepdims)
+
+    def call(self, x):
+        axes = [2, 3] if self.data_format == "NCHW" else [1, 2]
+        return type(self).op(x, axis=axes, keepdims=self.keepdims)
+
+    def get_config(self):
+        return {**super().get_config(), "data_format": self.data_format, "keepdims": self.keepdims}
+
+
+class GlobalAveragePooling2D(_GlobalPool2D):
+    op = staticmethod(reduce.reduce_mean)
+
+
+class GlobalMaxPooling2D(_GlobalPool2D):
+    op = staticmethod(reduce.reduce_max)
+
+
+GlobalAvgPool2D, GlobalMaxPool2D = GlobalAveragePooling2D, GlobalMaxPooling2D

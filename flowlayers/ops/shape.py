@@ -117,6 +117,31 @@ def concat(inputs, axis=-1, name=None):
     return apply(CONCAT, inputs, {"axis": axis % inputs[0].ndim}, name)
 
 
+def _infer_pad(inputs, attrs):
+    (x,), paddings = inputs, attrs["paddings"]
+    if len(paddings) != x.ndim:
+        raise ShapeError(f"pad expected one (before, after) pair per dim of the input of shape "
+                         f"{describe_shape(x.shape)}, received {paddings}")
+    return [(tuple(None if d is None else d + a + b for d, (a, b) in zip(x.shape, paddings)), x.dtype)]
+
+
+def _pad_signatures(inputs, attrs):
+    """Split along any dim that is not padded; zeros padded onto a partial sum keep it one (pad is linear)."""
+    whole = [k for k, (a, b) in enumerate(attrs["paddings"]) if a == b == 0]
+    return [Signature((S(k),), (S(k),)) for k in whole] + [Signature((B,), (B,)), Signature((P,), (P,))]
+
+
+PAD = OpDef("pad", _infer_pad, _pad_signatures)
+
+
+def pad(x, paddings, name=None):
+    """Zeros around ``x``: ``paddings`` holds one ``(before, after)`` pair of counts per dim."""
+    pairs = tuple((int(a), int(b)) for a, b in paddings)
+    if any(a < 0 or b < 0 for a, b in pairs):
+        raise ShapeError(f"pad expected counts >= 0, received {list(paddings)}")
+    return apply(PAD, [x], {"paddings": pairs}, name)
+
+
 SBP_CONSTRAINT = OpDef("sbp_constraint", lambda inputs, attrs: [(inputs[0].shape, inputs[0].dtype)],
                        lambda inputs, attrs: [Signature((attrs["sbp"][0],), (attrs["sbp"][0],))])
 

@@ -307,3 +307,83 @@ def test_stack_conv_pool_bn_dense():
     for w in model.weights:
         np.testing.assert_allclose(ws[w.path] - w.numpy(), grads[w.path].numpy(), rtol=1e-4, atol=1e-6,
                                    err_msg=w.path)
+
+
+# --------------------------------------------------------------------------- layers Keras guides use (issue 18)
+def r_conv1d(x, k, stride, padding, dilation, channels_first):
+    """Taps summed by hand: ``y[n, t, o] = sum_j x[n, t * stride + j * dilation, :] @ k[j]``."""
+    if channels_first:
+        x = tf.transpose(x, (0, 2, 1))
+    taps, width = k.shape[0], x.shape[1]
+    span = (taps - 1) * dilation + 1
+    if padding == "causal":
+        x = tf.pad(x, [[0, 0], [span - 1, 0], [0, 0]])
+    elif padding == "same":
+        out = -(-width // stride)
+        total = max((out - 1) * stride + span - width, 0)
+        x = tf.pad(x, [[0, 0], [total // 2, total - total // 2], [0, 0]])
+    out = (x.shape[1] - span) // stride + 1
+    y = tf.add_n([tf.einsum("ntc,co->nto", x[:, j * dilation:j * dilation + (out - 1) * stride + 1:stride], k[j])
+                  for j in range(taps)])
+    return tf.transpose(y, (0, 2, 1)) if channels_first else y
+
+
+@pytest.mark.parametrize("fmt, k, s, pad, d", [
+    ("channels_last", 3, 1, "valid", 1), ("channels_last", 3, 2, "same", 1), ("channels_last", 2, 1, "causal", 2),
+    ("channels_first", 3, 1, "same", 1), ("channels_first", 2, 1, "causal", 1), ("channels_last", 1, 3, "valid", 1),
+])
+def test_conv1d(fmt, k, s, pad, d):
+    first = fmt == "channels_first"
+    check([F(3, 7) if first else F(7, 3)],
+          lambda x: L.Conv1D(4, k, strides=s, padding=pad, data_format=fmt, dilation_rate=d)(x),
+          lambda x, w: r_conv1d(x, w["kernel"], s, pad, d, first) + bcast(w["bias"], 1 if first else 2, 3))
+
+
+@pytest.mark.parametrize("make, ref", [
+    pytest.param(lambda: L.GlobalAveragePooling2D(), lambda x: tf.reduce_mean(x, [1, 2]), id="gap"),
+    pytest.param(lambda: L.GlobalAveragePooling2D(data_format="channels_first", keepdims=True),
+                 lambda x: tf.reduce_mean(x, [2, 3], keepdims=True), id="gap-nchw-keepdims"),
+    pytest.param(lambda: L.GlobalMaxPooling2D(), lambda x: tf.reduce_max(x, [1, 2]), id="gmp"),
+    pytest.param(lambda: L.GlobalMaxPooling2D(data_format="channels_first"), lambda x: tf.reduce_max(x, [2, 3]),
+                 id="gmp-nchw"),
+    pytest.param(lambda: L.UpSampling2D((2, 3)),
+                 lambda x: tf.repeat(tf.repeat(x, 2, axis=1), 3, axis=2), id="upsampling"),
+    pytest.param(lambda: L.UpSampling2D(2, data_format="channels_first"),
+                 lambda x: tf.repeat(tf.repeat(x, 2, axis=2), 2, axis=3), id="upsampling-nchw"),
+    pytest.param(lambda: L.ZeroPadding2D(), lambda x: tf.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]]), id="zeropad"),
+    pytest.param(lambda: L.ZeroPadding2D(((1, 2), (0, 3)), data_format="channels_first"),
+                 lambda x: tf.pad(x, [[0, 0], [0, 0], [1, 2], [0, 3]]), id="zeropad-nchw"),
+    pytest.param(lambda: L.Rescaling(1 / 255.0, offset=-0.5), lambda x: x / 255.0 - 0.5, id="rescaling"),
+])
+def test_spatial_and_preprocessing_layers(make, ref):
+    check([F(3, 4, 5)], lambda x: make()(x), ref, layer_weights=False)
+
+
+@pytest.mark.parametrize("make, ref", [
+    pytest.param(lambda a, b, c: L.Subtract()([a, b]), lambda a, b, c: a - b, id="Subtract"),
+    pytest.param(lambda a, b, c: L.Multiply()([a, b, c]), lambda a, b, c: a * b * c, id="Multiply"),
+    pytest.param(lambda a, b, c: L.Average()([a, b, c]), lambda a, b, c: (a + b + c) / 3.0, id="Average"),
+    pytest.param(lambda a, b, c: L.add([a, b, c]), lambda a, b, c: a + b + c, id="add"),
+    pytest.param(lambda a, b, c: L.subtract([c, a]), lambda a, b, c: c - a, id="subtract"),
+    pytest.param(lambda a, b, c: L.multiply([a, c]), lambda a, b, c: a * c, id="multiply"),
+    pytest.param(lambda a, b, c: L.average([b, c]), lambda a, b, c: (b + c) / 2.0, id="average"),
+    pytest.param(lambda a, b, c: L.concatenate([a, b, c], axis=1), lambda a, b, c: tf.concat([a, b, c], 1),
+                 id="concatenate"),
+])
+def test_merging_layers(make, ref):
+    check([F(2, 3), F(2, 3), F(2, 3)], make, ref, layer_weights=False)
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda x: L.Subtract()([x, x, x]), flow.LayerError, "Subtract.*expected exactly 2 inputs, received 3"),
+    (lambda x: L.Multiply()([x, flow.layers.Dense(2)(x)]), flow.ShapeError, "Multiply.*expected inputs of one shape"),
+    (lambda x: L.UpSampling2D(interpolation="bilinear")(x), flow.LayerError, "interpolation expected 'nearest'"),
+    (lambda x: L.ZeroPadding2D((1, -1))(x), flow.LayerError, "padding expected an int >= 0"),
+    (lambda x: L.Conv1D(2, 3)(x), flow.ShapeError, r"layer 'conv1d' \(Conv1D\): expected an input of rank 3"),
+    (lambda x: L.Conv1D(2, 3, padding="full"), flow.LayerError, "padding expected 'valid', 'same' or 'causal'"),
+    (lambda x: L.Rescaling("1/255"), flow.LayerError, "Rescaling.*scale expected a number"),
+])
+def test_new_layer_mistakes_are_named(make, error, message):
+    x = flow.Input((4, 5, 3))
+    with pytest.raises(error, match=message):
+        make(x)

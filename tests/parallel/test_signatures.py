@@ -112,6 +112,7 @@ CASES = {
     "flatten": (lambda x: flow.flatten(x), [((2, 4, 3, 3), F)]),
     "transpose": (lambda x: flow.transpose(x, (1, 0, 2)), [((2, 4, 6), F)]),
     "concat": (lambda a, b: flow.concat([a, b], axis=1), [((4, 2), F), ((4, 6), F)]),
+    "pad": (lambda x: ops.shape.pad(x, [(0, 0), (1, 2), (0, 0)]), [((4, 3, 6), F)]),
     "reduce_sum": (lambda x: flow.math.reduce_sum(x, axis=1), [((4, 6, 2), F)]),
     "reduce_mean": (lambda x: flow.math.reduce_mean(x, axis=0, keepdims=True), [((4, 6), F)]),
     "reduce_max": (lambda x: flow.math.reduce_max(x, axis=1), [((4, 6), F)]),

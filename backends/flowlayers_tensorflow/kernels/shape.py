@@ -28,9 +28,13 @@ def one_hot(node, ids, ctx):
     return tf.one_hot(ids, node.attrs["depth"], dtype=tf_dtype(node.attrs["dtype"]))
 
 
+def pad(node, x, ctx):
+    return tf.pad(x, node.attrs["paddings"])
+
+
 def sbp_constraint(node, x, ctx):
     return tf.identity(x)
 
 
 KERNELS = {"reshape": reshape, "transpose": transpose, "concat": concat, "gather": gather, "one_hot": one_hot,
-           "sbp_constraint": sbp_constraint}
+           "pad": pad, "sbp_constraint": sbp_constraint}
