@@ -1,6 +1,6 @@
 """Keras-style layers (``Dense``) and OneFlow's functional layers (``dense``) in one namespace."""
 from .base import Layer
-from .convolution import Conv1D, Conv2D
+from .convolution import Conv1D, Conv2D, Conv2DTranspose
 from .core import (Activation, Add, Average, Concatenate, Dropout, Embedding, Multiply, ReLU, Rescaling, Softmax,
                    Subtract, add, average, concatenate, multiply, subtract)
 from .dense import Dense
@@ -10,7 +10,7 @@ from .pooling import (AveragePooling2D, AvgPool2D, GlobalAveragePooling2D, Globa
                       GlobalMaxPooling2D, MaxPool2D, MaxPooling2D)
 from .reshaping import Flatten, Reshape, UpSampling2D, ZeroPadding2D
 
-Convolution1D, Convolution2D = Conv1D, Conv2D
+Convolution1D, Convolution2D, Convolution2DTranspose = Conv1D, Conv2D, Conv2DTranspose
 
 __all__ = [
     "Layer", "Dense", "Conv2D", "Convolution2D", "MaxPool2D", "MaxPooling2D", "AveragePooling2D", "AvgPool2D",
@@ -18,5 +18,5 @@ __all__ = [
     "Softmax", "Add", "Concatenate", "dense", "conv2d", "batch_normalization", "Conv1D", "Convolution1D",
     "GlobalAveragePooling2D", "GlobalAvgPool2D", "GlobalMaxPooling2D", "GlobalMaxPool2D", "UpSampling2D",
     "ZeroPadding2D", "Rescaling", "Subtract", "Multiply", "Average", "add", "subtract", "multiply", "average",
-    "concatenate",
+    "concatenate", "Conv2DTranspose", "Convolution2DTranspose",
 ]

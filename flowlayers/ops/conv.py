@@ -91,6 +91,51 @@ def conv2d(x, kernel, strides=1, padding="VALID", data_format="NCHW", dilations=
     return apply(CONV2D, [x, kernel], attrs, name)
 
 
+def _transposed_size(size, k, s, pad):
+    if size is None:
+        return None
+    return size * s if pad == "SAME" else (size - 1) * s + k
+
+
+def _infer_conv_transpose(inputs, attrs):
+    """A (kh, kw, out, in) kernel, as Keras' Conv2DTranspose holds it: the gradient of a conv2d with it."""
+    x, w = inputs
+    fmt = attrs["data_format"]
+    _check_rank4(x, fmt)
+    if x.dtype != w.dtype:
+        raise DTypeError(f"expected input and kernel of one dtype, received {x.dtype} and {w.dtype}")
+    cin = x.shape[channel_axis(fmt)]
+    if cin is not None and cin != w.shape[3]:
+        raise ShapeError(f"expected {w.shape[3]} input channels on axis {channel_axis(fmt)} ({fmt}), "
+                         f"received shape {describe_shape(x.shape)}")
+    h_ax, w_ax = (2, 3) if fmt == "NCHW" else (1, 2)
+    hw = [_transposed_size(x.shape[a], k, s, attrs["padding"])
+          for a, k, s in zip((h_ax, w_ax), w.shape[:2], attrs["strides"])]
+    out = (x.shape[0], w.shape[2], *hw) if fmt == "NCHW" else (x.shape[0], *hw, w.shape[2])
+    return [(out, x.dtype)]
+
+
+def _conv_transpose_signatures(inputs, attrs):
+    c = channel_axis(attrs["data_format"])
+    return [Signature((S(0), B), (S(0),)),            # data parallel
+            Signature((B, S(2)), (S(c),)),            # output channels split
+            Signature((S(c), S(3)), (P,)),            # input channels split: partial sums
+            Signature((P, B), (P,)),
+            Signature((B, B), (B,))]
+
+
+CONV2D_TRANSPOSE = OpDef("conv2d_transpose", _infer_conv_transpose, _conv_transpose_signatures)
+
+
+def conv2d_transpose(x, kernel, strides=1, padding="VALID", data_format="NCHW", name=None):
+    """The transposed convolution of ``x`` with a (kh, kw, out, in) ``kernel`` (the gradient of ``conv2d`` with
+    respect to its input); output size ``H * s`` ('SAME') or ``(H - 1) * s + kh`` ('VALID')."""
+    what = name or "conv2d_transpose"
+    attrs = {"strides": pair(strides, what, "strides"), "padding": standardize_padding(padding, what),
+             "data_format": standardize_data_format(data_format, what)}
+    return apply(CONV2D_TRANSPOSE, [x, kernel], attrs, name)
+
+
 def _infer_pool(inputs, attrs):
     (x,) = inputs
     fmt = attrs["data_format"]

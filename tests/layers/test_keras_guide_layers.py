@@ -17,6 +17,7 @@ def build(api):
     x = L.ZeroPadding2D(((1, 0), (0, 1)))(x)
     x = L.Conv2D(4, 3, activation="relu")(x)
     x = L.UpSampling2D((2, 1))(x)
+    x = L.Conv2DTranspose(3, 3, strides=2, padding="same", activation="relu")(x)
     pooled = L.GlobalAveragePooling2D()(x)
     peak = L.GlobalMaxPooling2D()(x)
     mixed = L.add([L.multiply([pooled, peak]), L.subtract([peak, pooled]), L.Average()([pooled, peak])])

@@ -382,8 +382,45 @@ def test_merging_layers(make, ref):
     (lambda x: L.Conv1D(2, 3)(x), flow.ShapeError, r"layer 'conv1d' \(Conv1D\): expected an input of rank 3"),
     (lambda x: L.Conv1D(2, 3, padding="full"), flow.LayerError, "padding expected 'valid', 'same' or 'causal'"),
     (lambda x: L.Rescaling("1/255"), flow.LayerError, "Rescaling.*scale expected a number"),
+    (lambda x: L.Conv2DTranspose(2, 3, output_padding=1), flow.LayerError, "output_padding=1 is not supported"),
+    (lambda x: L.Conv2DTranspose(2, 3, dilation_rate=2), flow.LayerError, "dilation_rate=2 is not supported"),
 ])
 def test_new_layer_mistakes_are_named(make, error, message):
     x = flow.Input((4, 5, 3))
     with pytest.raises(error, match=message):
         make(x)
+
+
+def r_conv2d_transpose(x, k, strides, padding, channels_first):
+    """Each input pixel spreads ``x[n, i, j] @ k[a, b].T`` onto output ``(i * s + a, j * s + b)``, cropped as TF
+    crops 'SAME': one 0/1 placement matrix per tap and dim, then an einsum (no convolution op)."""
+    if channels_first:
+        x = tf.transpose(x, (0, 2, 3, 1))
+    kh, kw = k.shape[0], k.shape[1]
+
+    def placements(size, taps, s):
+        full = (size - 1) * s + taps
+        out = size * s if padding == "same" else full
+        before = max(full - out, 0) // 2
+        m = np.zeros((taps, out, size))
+        for a in range(taps):
+            for i in range(size):
+                if 0 <= i * s + a - before < out:
+                    m[a, i * s + a - before, i] = 1.0
+        return tf.constant(m, F64)
+
+    ph, pw = placements(x.shape[1], kh, strides[0]), placements(x.shape[2], kw, strides[1])
+    y = tf.einsum("api,bqj,nijc,aboc->npqo", ph, pw, x, k)
+    return tf.transpose(y, (0, 3, 1, 2)) if channels_first else y
+
+
+@pytest.mark.parametrize("fmt, k, s, pad", [
+    ("channels_last", 3, 2, "valid"), ("channels_last", 3, 2, "same"), ("channels_last", (2, 3), (1, 2), "same"),
+    ("channels_first", 3, 1, "valid"), ("channels_first", 2, 2, "same"),
+])
+def test_conv2d_transpose(fmt, k, s, pad):
+    first = fmt == "channels_first"
+    pair = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
+    check([F(3, 4, 5) if first else F(4, 5, 3)],
+          lambda x: L.Conv2DTranspose(2, k, strides=s, padding=pad, data_format=fmt)(x),
+          lambda x, w: r_conv2d_transpose(x, w["kernel"], pair(s), pad, first) + bcast(w["bias"], 1 if first else 3, 4))

@@ -106,6 +106,8 @@ CASES = {
     "bias_add_nchw": (lambda x, b: ops.conv.bias_add(x, b, axis=1), [((2, 4, 4, 2), F), ((4,), F)]),
     "conv2d": (lambda x, k: ops.conv.conv2d(x, k, padding="SAME", data_format="NCHW"),
                [((2, 4, 5, 5), F), ((3, 3, 4, 6), F)]),
+    "conv2d_transpose": (lambda x, k: ops.conv.conv2d_transpose(x, k, 2, padding="SAME", data_format="NCHW"),
+                         [((2, 4, 3, 3), F), ((3, 3, 6, 4), F)]),
     "max_pool2d": (lambda x: flow.nn.max_pool2d(x, 2, 2, "VALID", data_format="NCHW"), [((2, 4, 4, 4), F)]),
     "avg_pool2d": (lambda x: flow.nn.avg_pool2d(x, 2, 2, "VALID", data_format="NCHW"), [((2, 4, 4, 4), F)]),
     "reshape": (lambda x: flow.reshape(x, (2, 2, 2, 8)), [((2, 4, 4, 2), F)]),

@@ -38,6 +38,16 @@ def conv2d(node, x, w, ctx):
                                              dilations=_four(dilations, fmt)), x, a["data_format"], ctx)
 
 
+def conv2d_transpose(node, x, w, ctx):
+    a, out = node.attrs, node.outputs[0].shape
+
+    def run(t, fmt):
+        h, wd = (out[2], out[3]) if a["data_format"] == "NCHW" else (out[1], out[2])
+        shape = [tf.shape(t)[0], h, wd, w.shape[2]] if fmt == "NHWC" else [tf.shape(t)[0], w.shape[2], h, wd]
+        return tf.nn.conv2d_transpose(t, w, tf.stack(shape), _four(a["strides"], fmt), a["padding"], data_format=fmt)
+    return _nhwc(run, x, a["data_format"], ctx)
+
+
 def max_pool2d(node, x, ctx):
     a = node.attrs
     return _nhwc(lambda t, fmt: tf.nn.max_pool2d(t, _four(a["ksize"], fmt), _four(a["strides"], fmt),
@@ -94,5 +104,5 @@ def bias_add(node, x, b, ctx):
     return x + tf.reshape(b, shape)
 
 
-KERNELS = {"matmul": matmul, "conv2d": conv2d, "max_pool2d": max_pool2d, "avg_pool2d": avg_pool2d,
+KERNELS = {"matmul": matmul, "conv2d": conv2d, "conv2d_transpose": conv2d_transpose, "max_pool2d": max_pool2d, "avg_pool2d": avg_pool2d,
            "bias_add": bias_add}
