@@ -314,6 +314,7 @@ class ConsistentExecutable(BaseExecutable):
         if p.loss is not None:
             trainable = [self._handles[v.path] for v in p.trainable]
             with tf.GradientTape() as tape:
+                tape.watch(trainable)       # also variables made while frozen (created with trainable=False)
                 run_graph(p.nodes, env, self._handles, ctx)
                 loss = tf.cast(env[p.loss], tf.float32)
                 mean = tf.reduce_sum(loss) / tf.cast(tf.size(loss), tf.float32)

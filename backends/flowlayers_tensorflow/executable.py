@@ -187,6 +187,7 @@ class Executable(BaseExecutable):
         size, grads = tf.constant(0.0), []
         if p.loss is not None:
             with tf.GradientTape() as tape:
+                tape.watch([handles[v.path] for v in p.trainable])   # also variables made while frozen
                 run_graph(p.nodes, env, handles, ctx)
                 loss = tf.cast(env[p.loss], tf.float32)
                 local_sum = tf.reduce_sum(loss)

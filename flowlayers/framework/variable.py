@@ -25,7 +25,8 @@ def live_variables():
 class Variable:
     def __init__(self, path, shape, dtype, initializer, trainable=True):
         self.path, self.shape, self.dtype = path, tuple(int(d) for d in shape), dtype
-        self.initializer, self.trainable = initializer, trainable
+        self.initializer, self._trainable = initializer, trainable
+        self.frozen = False     # set by its layer's (or model's) trainable = False, as Keras freezes
         self._runtime, self._handle, self._layout = None, None, None
         self.layout_of = None   # another Variable whose layout this one follows (optimizer slots)
         self.distribute = None  # OneFlow's per-variable layout (flow.distribute.split(k)); wins over layout rules
@@ -34,6 +35,15 @@ class Variable:
     @property
     def name(self):
         return self.path
+
+    @property
+    def trainable(self):
+        """Declared trainable (moving statistics are not) and not frozen by its layer."""
+        return self._trainable and not self.frozen
+
+    @trainable.setter
+    def trainable(self, value):
+        self._trainable = bool(value)
 
     def seed(self):
         """Two int32 seeds from the global seed and the path: the same draw in every view and device count."""

@@ -45,6 +45,17 @@ class Layer:
         if "__init__" in cls.__dict__:
             cls.__init__ = _names_kept_on_error(cls.__init__)
 
+    @property
+    def trainable(self):
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value):
+        """``False`` freezes the layer's weights (Keras: compile again for it to take effect in fit)."""
+        self._trainable = bool(value)
+        for w in getattr(self, "_weights", ()):
+            w.frozen = not self._trainable
+
     # Weights ------------------------------------------------------------
     def add_weight(self, name, shape, initializer="zeros", dtype=None, trainable=True):
         from .. import initializers
@@ -52,11 +63,11 @@ class Layer:
         path = f"{self.name}/{name}"
         dtype = dtypes.as_dtype(dtype or self.dtype)
         init = initializers.get(initializer, f"layer {self.name!r}: {name} initializer")
-        trainable = trainable and self.trainable
         if _build_in_store:
             var = store.get(path, shape, dtype, init, trainable)
         else:
             var = Variable(path, shape, dtype, init, trainable)
+        var.frozen = not self.trainable
         self._weights.append(var)
         return var
 

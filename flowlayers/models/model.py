@@ -10,13 +10,14 @@
 The same model runs in every view; the view in force when ``compile``
 (or ``fit``) runs decides where.
 """
+import contextlib
 import os
 
 from .. import engine, losses as losses_mod, metrics as metrics_mod, optimizers as optimizers_mod
-from ..errors import CheckpointError, GraphError, InputError
+from ..errors import CheckpointError, GraphError, InputError, ShapeError, describe_shape
 from ..framework import checkpoint_format as checkpoint
 from ..framework.blob import Blob
-from ..framework.graph import topo_sort
+from ..framework.graph import apply, layer_scope, topo_sort
 from ..framework.program import Program
 from ..ops import source
 from ..parallel import report
@@ -59,6 +60,47 @@ class Model:
     @property
     def built(self):
         return hasattr(self, "outputs")
+
+    @property
+    def trainable(self):
+        return any(layer.trainable for layer in self.layers) if self.built else True
+
+    @trainable.setter
+    def trainable(self, value):
+        """``False`` freezes every layer of the model (transfer learning: a base model inside a new one)."""
+        for layer in self.layers:
+            layer.trainable = value
+
+    # A model is a layer ---------------------------------------------------
+    def __call__(self, inputs, training=None):
+        """On Blobs: this model's graph applied to them, its weights shared (nested models, transfer learning);
+        ``training=False`` runs its BatchNormalization and Dropout as in inference.  On arrays: its outputs for
+        them, as one batch."""
+        self._require_built("__call__")
+        given = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        if not all(isinstance(b, Blob) for b in given):
+            return self.predict_on_batch(inputs)
+        if len(given) != len(self.inputs):
+            raise GraphError(f"Model {self.name!r}: expected {len(self.inputs)} input Blob(s) "
+                             f"{[x.name for x in self.inputs]}, received {len(given)}")
+        for x, g in zip(self.inputs, given):
+            if g.shape[1:] != x.shape[1:] or g.dtype != x.dtype:
+                raise ShapeError(f"Model {self.name!r}: input {x.name!r} expected a Blob of shape "
+                                 f"{describe_shape((None,) + x.shape[1:])} {x.dtype}, received Blob {g.name!r} of "
+                                 f"shape {describe_shape(g.shape)} {g.dtype}")
+        values = {(id(x.node), x.index): g for x, g in zip(self.inputs, given)}
+        for node in self._nodes:
+            if node.op.name == "placeholder":
+                continue
+            attrs = dict(node.attrs)
+            if training is not None and "training" in attrs:
+                attrs["training"] = bool(training)
+            with layer_scope(node.layer) if node.layer is not None else contextlib.nullcontext():
+                out = apply(node.op, [values[id(b.node), b.index] for b in node.inputs], attrs)
+            for old, new in zip(node.outputs, out if isinstance(out, tuple) else (out,)):
+                values[id(node), old.index] = new
+        results = [values[id(b.node), b.index] for b in self.outputs]
+        return results[0] if self._single_output else results
 
     # Layers and weights --------------------------------------------------
     @property
@@ -187,9 +229,10 @@ class Model:
                              f"flow.Input (or a Sequential that has seen data or an input shape)")
 
     def _executable(self, phase):
-        """The compiled step for ``phase`` in the runtime in force (built once per runtime)."""
+        """The compiled step for ``phase`` in the runtime in force (built once per runtime and set of trainable
+        weights: freezing a layer takes effect at the next fit, as a compile does in Keras)."""
         runtime = engine.runtime()
-        key = (phase, id(runtime))
+        key = (phase, id(runtime), tuple(w.trainable for w in self.weights) if phase == "train" else ())
         if key not in self._programs:
             self._programs[key] = runtime.compile(self._program(phase))
         return self._programs[key]
