@@ -8,7 +8,8 @@ class Optimizer:
     #: slot names, each a variable shaped like the one it serves (initialised to zeros)
     slot_names = ()
 
-    def __init__(self, learning_rate=0.001, weight_decay=None, clipnorm=None, name=None):
+    def __init__(self, learning_rate=0.001, weight_decay=None, clipnorm=None, clipvalue=None, global_clipnorm=None,
+                 name=None, **kwargs):
         if not callable(learning_rate) and not isinstance(learning_rate, (int, float)):
             raise ConfigError(f"{type(self).__name__}: learning_rate expected a number, a schedule or a callable "
                               f"step -> rate, received {learning_rate!r}")
@@ -16,9 +17,13 @@ class Optimizer:
                                          or weight_decay < 0):
             raise ConfigError(f"{type(self).__name__}: weight_decay expected None or a number >= 0, received "
                               f"{weight_decay!r}; pass a non-negative number, or None for no decay")
-        if clipnorm is not None:
-            raise ConfigError(f"{type(self).__name__}: clipnorm={clipnorm!r} is not supported yet (gradient clipping "
-                              f"is not implemented in any view); expected None: leave clipnorm out")
+        if kwargs:
+            raise ConfigError(f"{type(self).__name__}: unexpected keyword argument(s) {sorted(kwargs)}; check the "
+                              f"spelling against Keras' {type(self).__name__} arguments")
+        for what, value in (("clipnorm", clipnorm), ("clipvalue", clipvalue), ("global_clipnorm", global_clipnorm)):
+            if value is not None:
+                raise ConfigError(f"{type(self).__name__}: {what}={value!r} is not supported yet (gradient clipping "
+                                  f"is not implemented in any view); expected None: leave {what} out")
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
         self.name = name or type(self).__name__.lower()
