@@ -59,3 +59,47 @@ def as_view_name(view, what="view"):
 def scoped_view():
     """The view of the innermost ``with`` view scope, or None."""
     return _stack[-1] if _stack else None
+
+
+class placement:  # noqa: N801 - OneFlow's name
+    """OneFlow's ``flow.scope.placement(device_tag, machine_device_ids)``: the devices the ops built inside
+    run on.  ``device_tag`` is ``"gpu"`` or ``"cpu"``; ``machine_device_ids`` ``"0:0-3"``, ``"0:1"`` or a list
+    of them.  A placement covering every device in use (``gpu_device_num``) is what flowlayers does anyway, in
+    either view; a placement on a subset of them, or on another machine, is not implemented yet and is refused
+    by name when entered, so no layer is silently placed elsewhere."""
+
+    def __init__(self, device_tag, machine_device_ids):
+        what = f"flow.scope.placement({device_tag!r}, {machine_device_ids!r})"
+        if device_tag not in ("gpu", "cpu"):
+            raise ConfigError(f"{what}: device_tag expected 'gpu' or 'cpu', received {device_tag!r}")
+        self.what, self.devices = what, _device_ids(machine_device_ids, what)
+
+    def __enter__(self):
+        from . import config
+
+        n = config.device_num()
+        if self.devices != {(0, d) for d in range(n)}:
+            raise ConfigError(f"{self.what}: expected a placement covering the {n} device(s) in use (machine 0, "
+                              f"devices 0-{n - 1}: flow.config.gpu_device_num({n})), received devices "
+                              f"{sorted(self.devices)}; placing ops on a subset of the devices is not supported yet: "
+                              f"use '0:0-{n - 1}', or split the model with flow.distribute / layout rules")
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _device_ids(ids, what):
+    """``"m:a-b"`` / ``"m:a"`` or a list of them -> {(machine, device)}."""
+    import re
+
+    items = ids if isinstance(ids, (list, tuple)) else [ids]
+    out = set()
+    for item in items:
+        match = re.fullmatch(r"(\d+):(\d+)(?:-(\d+))?", item) if isinstance(item, str) else None
+        if match is None or (match.group(3) and int(match.group(3)) < int(match.group(2))):
+            raise ConfigError(f"{what}: machine_device_ids expected 'machine:device' or 'machine:first-last' "
+                              f"(e.g. '0:0-3'), or a list of them, received {item!r}")
+        machine, first = int(match.group(1)), int(match.group(2))
+        out.update((machine, d) for d in range(first, int(match.group(3) or first) + 1))
+    return out

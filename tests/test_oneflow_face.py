@@ -134,3 +134,41 @@ def test_list_list_numpy_gives_each_device_its_samples():
     for device, samples in zip(parts, out):
         for row, sample in zip(device, samples):
             np.testing.assert_array_equal(sample, row * 2.0)
+
+
+@pytest.mark.parametrize("view", ["mirrored", "consistent"])
+def test_a_placement_covering_the_devices_in_use_just_works(view):
+    flow.clear_default_session()
+    flow.config.set_view(view)
+    flow.config.gpu_device_num(2)
+
+    @flow.global_function(type="predict")
+    def job(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        with flow.scope.placement("gpu", "0:0-1"):
+            h = x * 2.0
+        with flow.scope.placement("cpu", ["0:0", "0:1"]):
+            return h + 1.0
+
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    np.testing.assert_array_equal(job(x), x * 2.0 + 1.0)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("gpu", "0:0"), r"placement\('gpu', '0:0'\): expected a placement covering the 2 device\(s\) in use .* "
+                     r"received devices \[\(0, 0\)\]; placing ops on a subset"),
+    (("gpu", "1:0-1"), r"received devices \[\(1, 0\), \(1, 1\)\]"),
+    (("tpu", "0:0-1"), "device_tag expected 'gpu' or 'cpu', received 'tpu'"),
+    (("gpu", "0:3-1"), r"machine_device_ids expected 'machine:device' or 'machine:first-last'"),
+    (("gpu", 0), "machine_device_ids expected"),
+])
+def test_placements_flowlayers_cannot_honour_are_named(args, message):
+    flow.clear_default_session()
+    flow.config.gpu_device_num(2)
+
+    @flow.global_function(type="predict")
+    def job(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        with flow.scope.placement(*args):
+            return x * 2.0
+
+    with pytest.raises(flow.ConfigError, match=message):
+        job(np.zeros((4, 3), np.float32))
