@@ -22,7 +22,7 @@ def _per_device(var, mesh):
 def _planned_sbps(model, mesh):
     """Output SBPs as the planner lays out the training step (once compiled with a loss) or the predict step."""
     phase = "train" if model.loss is not None and model.optimizer is not None else "predict"
-    program = next((e.program for (ph, _), e in model._programs.items() if ph == phase), None)
+    program = next((e.program for key, e in model._programs.items() if key[0] == phase), None)
     program = program or model._program("predict")
     supports = getattr(engine.runtime(), "supports", None)    # what the backend can realise
     return planner.plan(program.nodes, list(mesh.items()), None, program.loss, program.trainable,

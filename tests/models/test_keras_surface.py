@@ -127,3 +127,16 @@ def test_whole_model_save_is_refused_and_save_weights_keeps_its_word(tmp_path):
     fresh.load_weights(str(tmp_path / "w"))
     for a, b in zip(fresh.get_weights(), ours.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("view, n", [("mirrored", 1), ("consistent", 2)])
+def test_summary_after_fit_reads_the_compiled_step(view, n):
+    flow.config.set_view(view)
+    flow.config.gpu_device_num(n)
+    ours, _ = models(["accuracy"])
+    x, y = data()
+    ours.fit(x, y, verbose=0)
+    lines = []
+    ours.summary(print_fn=lines.append)
+    text = "\n".join(lines)
+    assert "Total params: 75" in text and "Trainable params: 75" in text
