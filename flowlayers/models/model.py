@@ -13,13 +13,14 @@ The same model runs in every view; the view in force when ``compile``
 import contextlib
 import os
 
-from .. import engine, losses as losses_mod, metrics as metrics_mod, optimizers as optimizers_mod
+from .. import dtypes, engine, losses as losses_mod, metrics as metrics_mod, optimizers as optimizers_mod
 from ..errors import CheckpointError, GraphError, InputError, ShapeError, describe_shape
 from ..framework import checkpoint_format as checkpoint
 from ..framework.blob import Blob
 from ..framework.graph import apply, layer_scope, topo_sort
 from ..framework.program import Program
 from ..ops import source
+from ..ops.shape import reshape
 from ..parallel import report
 from . import summary as summary_mod, training
 from .weights import assign_all
@@ -228,16 +229,17 @@ class Model:
             raise GraphError(f"Model {self.name!r}.{what}: the model has no inputs yet; expected a model built from "
                              f"flow.Input (or a Sequential that has seen data or an input shape)")
 
-    def _executable(self, phase):
-        """The compiled step for ``phase`` in the runtime in force (built once per runtime and set of trainable
-        weights: freezing a layer takes effect at the next fit, as a compile does in Keras)."""
+    def _executable(self, phase, weighted=False):
+        """The compiled step for ``phase`` in the runtime in force (built once per runtime, per set of trainable
+        weights - freezing a layer takes effect at the next fit, as a compile does in Keras - and with or without
+        sample weights)."""
         runtime = engine.runtime()
-        key = (phase, id(runtime), tuple(w.trainable for w in self.weights) if phase == "train" else ())
+        key = (phase, id(runtime), tuple(w.trainable for w in self.weights) if phase == "train" else (), weighted)
         if key not in self._programs:
-            self._programs[key] = runtime.compile(self._program(phase))
+            self._programs[key] = runtime.compile(self._program(phase, weighted))
         return self._programs[key]
 
-    def _program(self, phase):
+    def _program(self, phase, weighted=False):
         if phase == "predict":
             return Program(self.inputs, self.outputs, ["numpy"] * len(self.outputs), "predict",
                            jit_compile=self._jit_compile, name=f"{self.name}.predict")
@@ -248,8 +250,13 @@ class Model:
             raise GraphError(f"Model {self.name!r}: fit/evaluate expected one output, received {len(self.outputs)}")
         label = self._label_placeholder()
         per_example = self.loss(label, self.outputs[0])
+        extra = []
+        if weighted:      # Keras: the loss is the sum of weighted per-sample losses over the batch size; metrics stay
+            weight = source.placeholder((None,), dtypes.float32, f"{self.name}/sample_weight")
+            extra = [weight]
+            per_example = per_example * reshape(weight, (None,) + (1,) * (per_example.ndim - 1))
         metric_blobs = [m.values(label, self.outputs[0]) for m in self.compiled_metrics]
-        return Program(self.inputs + [label], [per_example] + metric_blobs, ["sum"] * (1 + len(metric_blobs)),
+        return Program(self.inputs + [label] + extra, [per_example] + metric_blobs, ["sum"] * (1 + len(metric_blobs)),
                        phase, loss=per_example if phase == "train" else None,
                        optimizer=self.optimizer if phase == "train" else None, jit_compile=self._jit_compile,
                        name=f"{self.name}.{phase}")
@@ -259,14 +266,16 @@ class Model:
         return source.placeholder(shape, dtype, f"{self.name}/labels")
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None, validation_split=0.0,
-            validation_data=None, shuffle=True, initial_epoch=0, steps_per_epoch=None, **kwargs):
+            validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
+            steps_per_epoch=None, **kwargs):
         _refuse_keywords(self, "fit", kwargs)
         return training.fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data,
-                            shuffle, initial_epoch, steps_per_epoch)
+                            shuffle, initial_epoch, steps_per_epoch, sample_weight, class_weight)
 
-    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", callbacks=None, return_dict=False, **kwargs):
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, callbacks=None,
+                 return_dict=False, **kwargs):
         _refuse_keywords(self, "evaluate", kwargs)
-        return training.evaluate(self, x, y, batch_size, verbose, callbacks, return_dict)
+        return training.evaluate(self, x, y, sample_weight, batch_size, verbose, callbacks, return_dict)
 
     def predict(self, x, batch_size=None, verbose="auto", callbacks=None, **kwargs):
         _refuse_keywords(self, "predict", kwargs)
@@ -274,13 +283,11 @@ class Model:
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, return_dict=False):
         """One training step on ``x, y`` as one batch; the loss and metrics of that batch (Keras 3's return)."""
-        _refuse_keywords(self, "train_on_batch", {"sample_weight": sample_weight, "class_weight": class_weight})
-        return training.on_batch(self, x, y, return_dict, train=True)
+        return training.on_batch(self, x, y, return_dict, True, sample_weight, class_weight)
 
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
         """The loss and metrics of ``x, y`` as one batch, without training."""
-        _refuse_keywords(self, "test_on_batch", {"sample_weight": sample_weight})
-        return training.on_batch(self, x, y, return_dict, train=False)
+        return training.on_batch(self, x, y, return_dict, False, sample_weight)
 
     def predict_on_batch(self, x):
         """The outputs for ``x`` as one batch."""
@@ -310,9 +317,8 @@ class Model:
 
 
 # Keras arguments flowlayers does not implement yet: refused when given, never ignored
-_NOT_YET = {"fit": ("class_weight", "sample_weight", "validation_steps", "validation_batch_size", "validation_freq"),
-            "evaluate": ("sample_weight", "steps"), "predict": ("steps",),
-            "train_on_batch": ("sample_weight", "class_weight"), "test_on_batch": ("sample_weight",)}
+_NOT_YET = {"fit": ("validation_steps", "validation_batch_size", "validation_freq"), "evaluate": ("steps",),
+            "predict": ("steps",)}
 
 
 def _refuse_keywords(model, method, kwargs):

@@ -138,20 +138,26 @@ def _callback_list(model, callbacks, verbose, params, history=None):
 
 
 def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data, shuffle,
-        initial_epoch, steps_per_epoch):
+        initial_epoch, steps_per_epoch, sample_weight=None, class_weight=None):
     what = f"Model {model.name!r}.fit"
     batch_size = _batch_size(batch_size, what)
     if not isinstance(epochs, int) or epochs < 0:
         raise InputError(f"{what}: epochs expected a non-negative int, received {epochs!r}")
     prepared = _prepare(model, x, y, what)
+    weights = None
+    if prepared is None and (sample_weight is not None or class_weight is not None):
+        raise InputError(f"{what}: sample_weight / class_weight expected with arrays; with a dataset, received "
+                         f"them as arguments: weight the dataset's loss another way, or pass arrays")
     if prepared is not None:
         xs, y = prepared
+        weights = sample_weights(y, sample_weight, class_weight, what)
         if validation_split and validation_data is None:
             if not 0.0 < validation_split < 1.0:
                 raise InputError(f"{what}: validation_split expected a float in (0, 1), received {validation_split!r}")
             cut = int(len(y) * (1.0 - validation_split))
-            validation_data = ([a[cut:] for a in xs], y[cut:])
+            validation_data = ([a[cut:] for a in xs], y[cut:]) + (() if weights is None else (weights[cut:],))
             xs, y = [a[:cut] for a in xs], y[:cut]
+            weights = None if weights is None else weights[:cut]
         steps = da.num_batches(len(y), batch_size)
     else:
         steps = da.dataset_steps(x)
@@ -165,7 +171,7 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
                                         None if prepared else da.describe_dataset(x))
     try:
         cbs.on_train_begin({})    # BackupAndRestore restores (or refuses a backup) before the step is built
-        executable = model._executable("train")
+        executable = model._executable("train", weighted=weights is not None)
         resume = state.resume_at or {"epoch": initial_epoch, "batch": 0, "metrics": []}
         if prepared is None and state.resume_at:
             da.replay_epochs(x, resume["epoch"] - initial_epoch)
@@ -177,13 +183,14 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
                 batches = _dataset_batches(x, len(model.inputs))
             else:
                 order = np.random.default_rng([config.seed(), epoch]).permutation(len(y)) if shuffle else None
-                batches = da.batches(xs + [y], batch_size, order)
+                batches = da.batches(xs + [y] + ([] if weights is None else [weights]), batch_size, order)
             # the batches of this epoch a resumed run has done already are skipped, in the same order
             batches = itertools.islice(state.skip_done(batches, state.batch),
                                        None if steps_per_epoch is None else steps_per_epoch - state.batch)
             logs = _run_batches(model, executable, batches, state.metrics, cbs, "train", train=True, state=state)
             if validation_data is not None:
-                val = evaluate(model, *_split_validation(validation_data, what), batch_size, 0, None, True)
+                val = evaluate(model, *_split_validation(validation_data, what), batch_size=batch_size, verbose=0,
+                               callbacks=None, return_dict=True)
                 logs.update({f"val_{k}": v for k, v in val.items()})
             cbs.on_epoch_end(epoch, logs)
             if model.stop_training:
@@ -195,11 +202,40 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
 
 
 def _split_validation(data, what):
+    """(x, y) or (x, y, sample_weight) of ``validation_data``."""
     if da.is_dataset(data):
         return data, None
-    if isinstance(data, (tuple, list)) and len(data) == 2:
-        return data
-    raise InputError(f"{what}: validation_data expected (x_val, y_val) or a dataset, received {type(data).__name__}")
+    if isinstance(data, (tuple, list)) and len(data) in (2, 3):
+        return tuple(data)
+    raise InputError(f"{what}: validation_data expected (x_val, y_val), (x_val, y_val, sample_weight_val) or a "
+                     f"dataset, received {type(data).__name__}")
+
+
+def sample_weights(y, sample_weight, class_weight, what):
+    """One float32 weight per sample, from ``sample_weight`` or from the labels through ``class_weight`` (Keras:
+    a class it does not list weighs 1), or None for neither."""
+    if sample_weight is not None and class_weight is not None:
+        raise InputError(f"{what}: expected sample_weight or class_weight, received both; fold the class weights "
+                         f"into the sample weights")
+    if class_weight is not None:
+        if not isinstance(class_weight, dict) or not all(
+                isinstance(k, (int, np.integer)) and not isinstance(k, bool) and isinstance(v, (int, float))
+                and not isinstance(v, bool) for k, v in class_weight.items()):
+            raise InputError(f"{what}: class_weight expected a dict class id -> weight, received {class_weight!r}")
+        ids = y if y.ndim == 1 else (np.argmax(y, axis=-1) if y.shape[-1] > 1 else y[..., 0])
+        if ids.ndim != 1:
+            raise InputError(f"{what}: class_weight expected one class per sample, received labels of shape "
+                             f"{y.shape}")
+        return np.array([class_weight.get(int(c), 1.0) for c in np.round(ids)], np.float32)
+    if sample_weight is None:
+        return None
+    w = np.asarray(sample_weight)
+    if w.ndim == 2 and w.shape[1] == 1:
+        w = w[:, 0]
+    if w.dtype.kind not in "biuf" or w.shape != (len(y),) or not np.isfinite(w).all():
+        raise InputError(f"{what}: sample_weight expected {len(y)} finite numbers, one per sample (shape "
+                         f"({len(y)},)), received {w.dtype} of shape {w.shape}")
+    return w.astype(np.float32)
 
 
 def _batch_size(batch_size, what):
@@ -210,16 +246,21 @@ def _batch_size(batch_size, what):
     return batch_size
 
 
-def evaluate(model, x, y, batch_size, verbose, callbacks, return_dict):
+def evaluate(model, x, y, sample_weight=None, batch_size=None, verbose=0, callbacks=None, return_dict=False):
     what = f"Model {model.name!r}.evaluate"
     batch_size = _batch_size(batch_size, what)
     prepared = _prepare(model, x, y, what)
-    executable = model._executable("eval")
+    weights = None
+    if prepared is None and sample_weight is not None:
+        raise InputError(f"{what}: sample_weight expected with arrays, received it with a dataset")
+    if prepared is not None:
+        weights = sample_weights(prepared[1], sample_weight, None, what)
+    executable = model._executable("eval", weighted=weights is not None)
     cbs = _callback_list(model, callbacks, 0 if verbose == "auto" else verbose, {"verbose": verbose})
     metrics = _metrics(model)
     cbs.on_test_begin({})
     batches = _dataset_batches(x, len(model.inputs)) if prepared is None else \
-        da.batches(prepared[0] + [prepared[1]], batch_size)
+        da.batches(prepared[0] + [prepared[1]] + ([] if weights is None else [weights]), batch_size)
     logs = _run_batches(model, executable, batches, metrics, cbs, "test", train=False)
     cbs.on_test_end(logs)
     if return_dict:
@@ -228,18 +269,20 @@ def evaluate(model, x, y, batch_size, verbose, callbacks, return_dict):
     return values[0] if len(values) == 1 else values
 
 
-def on_batch(model, x, y, return_dict, train):
+def on_batch(model, x, y, return_dict, train, sample_weight=None, class_weight=None):
     """``train_on_batch`` / ``test_on_batch``: one step on the whole of ``x, y``; its metrics, reset first."""
     what = f"Model {model.name!r}.{'train' if train else 'test'}_on_batch"
     if da.is_dataset(x):
         raise InputError(f"{what}: expected arrays for one batch, received a dataset; use fit/evaluate for datasets")
     xs, y = _prepare(model, x, y, what)
+    weights = sample_weights(y, sample_weight, class_weight, what)
     if train:
         model._optimizers()
         model.stop_training = False
-    executable = model._executable("train" if train else "eval")
+    executable = model._executable("train" if train else "eval", weighted=weights is not None)
     metrics = _metrics(model)
-    logs = _run_batches(model, executable, [tuple(xs) + (y,)], metrics, callbacks_mod.CallbackList([], model, {}),
+    batch = tuple(xs) + (y,) + (() if weights is None else (weights,))
+    logs = _run_batches(model, executable, [batch], metrics, callbacks_mod.CallbackList([], model, {}),
                         "train" if train else "test", train=train)
     if return_dict:
         return logs

@@ -96,8 +96,14 @@ def test_non_integral_float_labels_are_named(bad, where):
     (lambda m, x, y: m.fit(x, y, epoch=2, verbose=0), r"fit: unexpected keyword argument\(s\) \['epoch'\]"),
     (lambda m, x, y: m.evaluate(x, y, batchsize=4), r"evaluate: unexpected keyword argument\(s\) \['batchsize'\]"),
     (lambda m, x, y: m.predict(x, workers=2), r"predict: unexpected keyword argument\(s\) \['workers'\]"),
-    (lambda m, x, y: m.fit(x, y, class_weight={0: 2.0}, verbose=0), r"fit: class_weight=\{0: 2.0\} is not supported"),
-    (lambda m, x, y: m.train_on_batch(x, y, sample_weight=np.ones(len(y))), r"train_on_batch: sample_weight="),
+    (lambda m, x, y: m.fit(x, y, validation_freq=2, verbose=0), r"fit: validation_freq=2 is not supported yet"),
+    (lambda m, x, y: m.evaluate(x, y, steps=3, verbose=0), r"evaluate: steps=3 is not supported yet"),
+    (lambda m, x, y: m.fit(x, y, class_weight={0: 2.0}, sample_weight=np.ones(len(y)), verbose=0),
+     "expected sample_weight or class_weight, received both"),
+    (lambda m, x, y: m.fit(x, y, class_weight=[2.0, 1.0], verbose=0), "class_weight expected a dict"),
+    (lambda m, x, y: m.train_on_batch(x, y, sample_weight=np.ones(len(y) + 1)),
+     r"sample_weight expected 12 finite numbers, one per sample \(shape \(12,\)\), received float64 of shape \(13,\)"),
+    (lambda m, x, y: m.fit(x, y, sample_weight=np.full(len(y), np.nan), verbose=0), "finite numbers"),
 ])
 def test_unknown_or_unsupported_keywords_are_named(call, message):
     ours, _ = models(None)
@@ -105,7 +111,7 @@ def test_unknown_or_unsupported_keywords_are_named(call, message):
     with pytest.raises(flow.InputError, match=message):
         call(ours, x, y)
     assert ours.optimizer.iterations == 0
-    ours.fit(x, y, class_weight=None, verbose=0)       # a default value is no mistake
+    ours.fit(x, y, validation_freq=None, verbose=0)       # a default value is no mistake
     assert ours.optimizer.iterations == 1
 
 
@@ -140,3 +146,25 @@ def test_summary_after_fit_reads_the_compiled_step(view, n):
     ours.summary(print_fn=lines.append)
     text = "\n".join(lines)
     assert "Total params: 75" in text and "Trainable params: 75" in text
+
+
+@pytest.mark.parametrize("view, n", PLACES, ids=[f"{v}{n}" for v, n in PLACES])
+def test_sample_and_class_weights_train_as_in_keras(view, n):
+    flow.config.set_view(view)
+    flow.config.gpu_device_num(n)
+    x, y = data(16)
+    weights = np.random.default_rng(2).uniform(0.0, 3.0, len(y)).astype(np.float32)
+    for kwargs in ({"sample_weight": weights}, {"class_weight": {0: 0.5, 2: 4.0}}):   # class 1 weighs 1
+        ours, theirs = models(["accuracy"])
+        got = ours.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0, validation_data=(x, y, weights),
+                       **kwargs).history
+        want = theirs.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0, validation_data=(x, y, weights),
+                          **kwargs).history
+        for key in ("loss", "accuracy", "val_loss", "val_accuracy"):
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-5, atol=1e-6, err_msg=f"{kwargs} {key}")
+        for a, b in zip(ours.get_weights(), theirs.get_weights()):
+            np.testing.assert_allclose(a, b, atol=1e-6)
+        np.testing.assert_allclose(ours.evaluate(x, y, sample_weight=weights, verbose=0),
+                                   theirs.evaluate(x, y, sample_weight=weights, verbose=0), rtol=1e-5)
+        np.testing.assert_allclose(ours.train_on_batch(x, y, **kwargs), theirs.train_on_batch(x, y, **kwargs),
+                                   rtol=1e-5)
