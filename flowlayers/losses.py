@@ -30,37 +30,54 @@ def _snake(name):
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def _log_probs(y_pred, from_logits):
-    if from_logits:
-        return nn.log_softmax(y_pred)
-    eps = 1e-7   # Keras clips probabilities the same way
-    return ew.log(ew.minimum(ew.maximum(y_pred, eps), 1.0 - eps))
+EPSILON = 1e-7     # Keras' backend.epsilon(): probabilities are clipped into [EPSILON, 1 - EPSILON]
+
+
+def _clipped_log(p):
+    return ew.log(ew.minimum(ew.maximum(p, EPSILON), 1.0 - EPSILON))
+
+
+def _softmax_logits(y_pred):
+    """The logits of a last-axis softmax that made ``y_pred``, or None.  Keras takes the cross-entropy from them
+    (exact where a probability is below the clip), and so does flowlayers."""
+    node = y_pred.node
+    if node.op.name == "softmax" and node.attrs["axis"] == y_pred.ndim - 1:
+        return node.inputs[0]
+    return None
 
 
 class SparseCategoricalCrossentropy(Loss):
+    """Keras 3's: from probabilities, ``-log(q_y / sum(q))`` with ``q`` the clipped probabilities."""
+
     def label_spec(self, y_pred):
         return y_pred.shape[:-1], dtypes.int32
 
     def __call__(self, y_true, y_pred):
-        if self.from_logits:
-            return nn.sparse_softmax_cross_entropy_with_logits(y_true, y_pred)
-        one_hot = nn.one_hot(y_true, y_pred.shape[-1], y_pred.dtype)
-        return ew.negative(reduce.reduce_sum(one_hot * _log_probs(y_pred, False), axis=-1))
+        logits = y_pred if self.from_logits else _softmax_logits(y_pred)
+        if logits is None:
+            logits = _clipped_log(y_pred)
+        return nn.sparse_softmax_cross_entropy_with_logits(y_true, logits)
 
 
 class CategoricalCrossentropy(Loss):
+    """Keras 3's: from probabilities, normalised to sum to 1, then clipped: ``-sum(y * log(q))``."""
+
     def __call__(self, y_true, y_pred):
-        if self.from_logits:
-            return nn.softmax_cross_entropy_with_logits(y_true, y_pred)
-        return ew.negative(reduce.reduce_sum(y_true * _log_probs(y_pred, False), axis=-1))
+        logits = y_pred if self.from_logits else _softmax_logits(y_pred)
+        if logits is not None:
+            return nn.softmax_cross_entropy_with_logits(y_true, logits)
+        q = y_pred / reduce.reduce_sum(y_pred, axis=-1, keepdims=True)
+        return ew.negative(reduce.reduce_sum(y_true * _clipped_log(q), axis=-1))
 
 
 class BinaryCrossentropy(Loss):
     def __call__(self, y_true, y_pred):
-        if self.from_logits:
-            per = nn.sigmoid_cross_entropy_with_logits(y_true, y_pred)
+        sigmoid = y_pred.node.op.name == "sigmoid"     # Keras takes the logits of a sigmoid that made y_pred
+        if self.from_logits or sigmoid:
+            per = nn.sigmoid_cross_entropy_with_logits(y_true, y_pred.node.inputs[0] if sigmoid and not
+                                                       self.from_logits else y_pred)
         else:
-            p = ew.minimum(ew.maximum(y_pred, 1e-7), 1.0 - 1e-7)
+            p = ew.minimum(ew.maximum(y_pred, EPSILON), 1.0 - EPSILON)
             per = ew.negative(y_true * ew.log(p) + (1.0 - y_true) * ew.log(1.0 - p))
         return reduce.reduce_mean(per, axis=-1)
 

@@ -20,9 +20,10 @@ from ..framework.blob import Blob
 from ..framework.graph import apply, layer_scope, topo_sort
 from ..framework.program import Program
 from ..ops import source
+from ..ops.reduce import reduce_mean
 from ..ops.shape import reshape
 from ..parallel import report
-from . import summary as summary_mod, training
+from . import heads as heads_mod, summary as summary_mod, training
 from .weights import assign_all
 
 
@@ -30,6 +31,7 @@ class Model:
     def __init__(self, inputs=None, outputs=None, name=None):
         self.name = name or "model"
         self.optimizer, self.loss, self.compiled_metrics = None, None, []
+        self._heads, self._loss_weight = None, 1.0
         self.stop_training = False
         self.history = None
         self.train_function = None      # Keras callbacks look for it (TensorBoard's graph); no Keras graph here
@@ -212,14 +214,34 @@ class Model:
         return checkpoint.restore(filepath, weights, self._optimizers()).state
 
     # Compile and run -----------------------------------------------------
-    def compile(self, optimizer="rmsprop", loss=None, metrics=None, jit_compile=False, **kwargs):
+    def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, jit_compile=False, **kwargs):
+        """Keras' compile.  A model with several outputs takes a loss, loss weight and metrics per output
+        (``heads.py``); with one output, ``loss_weights`` scales its loss."""
         if kwargs:
             raise InputError(f"Model {self.name!r}.compile: unexpected keyword argument(s) {sorted(kwargs)}")
-        self.optimizer = optimizers_mod.get(optimizer)
-        self.loss = losses_mod.get(loss) if loss is not None else None
-        self.compiled_metrics = [metrics_mod.get(m, self.loss) for m in (metrics or [])]
+        optimizer = optimizers_mod.get(optimizer)
+        if self.built and len(self.outputs) > 1 and loss is not None:
+            self._heads = heads_mod.make_heads(self, loss, loss_weights, metrics)
+            self.loss, self.compiled_metrics = [h.loss for h in self._heads], [m for h in self._heads for m in h.metrics]
+        else:
+            self._heads = None
+            if isinstance(loss, (list, tuple, dict)):       # one output: a list or dict of one, as Keras takes it
+                loss = _only(loss, "loss", self)
+            weight = _only(loss_weights, "loss_weights", self) if isinstance(loss_weights, (list, tuple, dict)) \
+                else loss_weights
+            if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))):
+                raise InputError(f"Model {self.name!r}.compile: loss_weights expected a number, received {weight!r}")
+            self._loss_weight = 1.0 if weight is None else float(weight)
+            self.loss = losses_mod.get(loss) if loss is not None else None
+            self.compiled_metrics = [metrics_mod.get(m, self.loss) for m in (metrics or [])]
+        self.optimizer = optimizer
         self._jit_compile = bool(jit_compile)
         self._programs = {}
+
+    @property
+    def output_names(self):
+        """Each output's name, Keras' way: the name of the layer that made it (else the Blob's)."""
+        return [b.node.layer.name if b.node.layer is not None else b.name for b in self.outputs] if self.built else []
 
     def _build_from_data(self, x):
         """A functional model is built already; Sequential builds here from the first data it sees."""
@@ -246,24 +268,54 @@ class Model:
         if self.loss is None:
             raise GraphError(f"Model {self.name!r}: {'fit' if phase == 'train' else 'evaluate'} needs a loss; "
                              f"call model.compile(optimizer=..., loss=...) first")
-        if len(self.outputs) != 1:
-            raise GraphError(f"Model {self.name!r}: fit/evaluate expected one output, received {len(self.outputs)}")
-        label = self._label_placeholder()
-        per_example = self.loss(label, self.outputs[0])
-        extra = []
-        if weighted:      # Keras: the loss is the sum of weighted per-sample losses over the batch size; metrics stay
-            weight = source.placeholder((None,), dtypes.float32, f"{self.name}/sample_weight")
-            extra = [weight]
-            per_example = per_example * reshape(weight, (None,) + (1,) * (per_example.ndim - 1))
-        metric_blobs = [m.values(label, self.outputs[0]) for m in self.compiled_metrics]
-        return Program(self.inputs + [label] + extra, [per_example] + metric_blobs, ["sum"] * (1 + len(metric_blobs)),
+        if self._heads is None and len(self.outputs) != 1:
+            raise GraphError(f"Model {self.name!r}: fit/evaluate of a model with {len(self.outputs)} outputs expected "
+                             f"it compiled with a loss per output (compile(loss=[...]) or a dict by output name)")
+        weight = source.placeholder((None,), dtypes.float32, f"{self.name}/sample_weight") if weighted else None
+
+        def weighed(per_example):   # Keras: weighted per-sample losses summed over the batch size; metrics stay
+            return per_example if weight is None else per_example * reshape(weight, (None,) + (1,) * (
+                per_example.ndim - 1))
+
+        if self._heads is None:
+            label = self._label_placeholder()
+            labels, per_example = [label], weighed(self.loss(label, self.outputs[0]))
+            if self._loss_weight != 1.0:
+                per_example = per_example * self._loss_weight
+            head_losses = []
+            metric_blobs = [m.values(label, self.outputs[0]) for m in self.compiled_metrics]
+        else:
+            labels, head_losses, metric_blobs = [], [], []
+            for h in self._heads:
+                if h.loss is None:          # an output without a loss takes no labels
+                    continue
+                out, label = self.outputs[h.index], self._label_placeholder(h)
+                labels.append(label)
+                loss = h.loss(label, out)
+                if loss.ndim > 1:           # each output's mean over its elements, as Keras reduces it
+                    loss = reduce_mean(loss, axis=list(range(1, loss.ndim)))
+                head_losses.append(weighed(loss))
+                metric_blobs += [m.values(label, out) for m in h.metrics]
+            weighted_losses = [l * w if w != 1.0 else l for l, w in
+                               zip(head_losses, [h.weight for h in self._heads if h.loss is not None])]
+            per_example = weighted_losses[0]
+            for l in weighted_losses[1:]:
+                per_example = per_example + l
+        outputs = [per_example] + head_losses + metric_blobs
+        return Program(self.inputs + labels + ([weight] if weighted else []), outputs, ["sum"] * len(outputs),
                        phase, loss=per_example if phase == "train" else None,
                        optimizer=self.optimizer if phase == "train" else None, jit_compile=self._jit_compile,
                        name=f"{self.name}.{phase}")
 
-    def _label_placeholder(self):
-        shape, dtype = self.loss.label_spec(self.outputs[0])
-        return source.placeholder(shape, dtype, f"{self.name}/labels")
+    def _label_placeholder(self, head=None):
+        """The labels' placeholder of the only output, or of ``head``'s output (None: no loss, no labels)."""
+        if head is None:
+            shape, dtype = self.loss.label_spec(self.outputs[0])
+            return source.placeholder(shape, dtype, f"{self.name}/labels")
+        if head.loss is None:
+            return None
+        shape, dtype = head.loss.label_spec(self.outputs[head.index])
+        return source.placeholder(shape, dtype, f"{self.name}/{head.name}/labels")
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None, validation_split=0.0,
             validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
@@ -296,7 +348,10 @@ class Model:
     @property
     def metrics_names(self):
         """The labels of what ``evaluate`` returns, in order: ``["loss", <metric names>]`` once compiled."""
-        return ["loss"] + [m.name for m in self.compiled_metrics] if self.loss is not None else []
+        if self.loss is None:
+            return []
+        losses = [f"{h.name}_loss" for h in self._heads if h.loss is not None] if self._heads else []
+        return ["loss"] + losses + [m.name for m in self.compiled_metrics]
 
     def parallel_plan(self, batch_size=32):
         """What runs where in the view in force: per variable (and optimizer slot) its SBP and the shard each
@@ -314,6 +369,18 @@ class Model:
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name!r}>"
+
+
+def _only(value, what, model):
+    """The one entry of a list or dict given for a model with one output."""
+    items = list(value.values()) if isinstance(value, dict) else list(value)
+    if len(items) != 1:
+        raise InputError(f"Model {model.name!r}.compile: {what} expected one entry for the model's one output, "
+                         f"received {len(items)}: {value!r}")
+    if isinstance(value, dict) and model.built and list(value) != model.output_names:
+        raise InputError(f"Model {model.name!r}.compile: {what} names output {list(value)}, expected "
+                         f"{model.output_names}")
+    return items[0]
 
 
 # Keras arguments flowlayers does not implement yet: refused when given, never ignored

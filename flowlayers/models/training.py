@@ -10,38 +10,75 @@ from . import data_adapter as da
 
 
 def _prepare(model, x, y, what, with_labels=True):
+    """Checked input arrays and labels: ``(xs, ys)``, ``ys`` one array per output that has a loss; None for a
+    dataset."""
     model._build_from_data(x)
     model._require_built(what)
     if da.is_dataset(x):
         return None
     xs = da.as_list(x, len(model.inputs), what)
-    label_spec = model.loss.label_spec(model.outputs[0]) if with_labels and model.loss else None
     if with_labels and y is None:
         raise InputError(f"{what}: expected labels y for the loss, received None")
-    xs, y = da.check_arrays(model.inputs, xs, y if with_labels else None, what, label_spec)
+    if not with_labels or not model.loss:
+        xs, _ = da.check_arrays(model.inputs, xs, None, what)
+        ys = []
+    else:
+        ys = []
+        for out, loss, label in _heads_and_labels(model, y, what):
+            xs, checked = da.check_arrays(model.inputs, xs, label, f"{what}" if model._heads is None else
+                                          f"{what}: output {out!r}", loss.label_spec(model.outputs[
+                                              model.output_names.index(out)]))
+            _check_label_range(model, out, loss, checked, what)
+            ys.append(checked)
     for i, node, size, kind in index_ranges(model._nodes, model.inputs):   # e.g. Embedding ids
         check_range(xs[i], node, size, kind, f"{what}: input {model.inputs[i].name!r}")
-    if with_labels:
-        _check_label_range(model, y, what)
-    return xs, y
+    return xs, ys
 
 
-def _check_label_range(model, y, what):
-    if isinstance(model.loss, losses.SparseCategoricalCrossentropy) and y.size:
-        classes = model.outputs[0].shape[-1]
+def _heads_and_labels(model, y, what):
+    """(output name, loss, its labels) for each output with a loss; ``y`` one array, or a list / dict of them."""
+    if model._heads is None:
+        return [(model.output_names[0], model.loss, y)]
+    names = model.output_names
+    if isinstance(y, dict):
+        unknown = sorted(k for k in y if k not in names)
+        if unknown:
+            raise InputError(f"{what}: y names outputs {unknown}, expected among the output names {names}")
+        labels = [y.get(n) for n in names]
+    elif isinstance(y, (list, tuple)) and len(y) == len(names):
+        labels = list(y)
+    else:
+        raise InputError(f"{what}: y expected a list of {len(names)} label arrays, one per output {names}, or a "
+                         f"dict by output name, received {type(y).__name__}"
+                         + (f" of {len(y)}" if isinstance(y, (list, tuple)) else ""))
+    out = []
+    for h, label in zip(model._heads, labels):
+        if h.loss is None:
+            continue
+        if label is None:
+            raise InputError(f"{what}: y expected labels for output {h.name!r} (it has a loss), received none")
+        out.append((h.name, h.loss, label))
+    return out
+
+
+def _check_label_range(model, out, loss, y, what):
+    if isinstance(loss, losses.SparseCategoricalCrossentropy) and y.size:
+        classes = model.outputs[model.output_names.index(out)].shape[-1]
         lo, hi = int(y.min()), int(y.max())
         if lo < 0 or hi >= classes:
-            raise InputError(f"{what}: loss {model.loss.name!r} expected labels in [0, {classes}) for "
+            raise InputError(f"{what}: loss {loss.name!r} expected labels in [0, {classes}) for "
                              f"{classes} classes, received labels in [{lo}, {hi}]; remap the labels into "
                              f"[0, {classes}), or give the output layer one unit per class")
 
 
-def _dataset_batches(ds, n_inputs):
+def _dataset_batches(ds, model):
+    """A dataset's elements ``(x, y)`` as host batches: the inputs, then the labels of each output with a loss."""
     for item in ds.as_numpy_iterator():
         if not isinstance(item, tuple) or len(item) < 2:
             raise InputError("dataset: expected elements (x, y), received " + type(item).__name__)
         x, y = item[0], item[1]
-        yield tuple(list(x) if isinstance(x, (list, tuple)) else [x]) + (y,)
+        labels = [label for _, _, label in _heads_and_labels(model, y, "dataset")]
+        yield tuple(list(x) if isinstance(x, (list, tuple)) else [x]) + tuple(labels)
 
 
 class FitState:
@@ -125,7 +162,10 @@ def _run_batches(model, executable, batches, metrics, callbacks, hook, train, st
 
 
 def _metrics(model):
-    return [metrics_mod.Mean(name="loss")] + list(model.compiled_metrics)
+    """What fit and evaluate report, in Keras' order: the loss, each output's own loss (several outputs), the
+    metrics."""
+    heads = [metrics_mod.Mean(name=f"{h.name}_loss") for h in model._heads or () if h.loss is not None]
+    return [metrics_mod.Mean(name="loss")] + heads + list(model.compiled_metrics)
 
 
 def _callback_list(model, callbacks, verbose, params, history=None):
@@ -149,16 +189,18 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
         raise InputError(f"{what}: sample_weight / class_weight expected with arrays; with a dataset, received "
                          f"them as arguments: weight the dataset's loss another way, or pass arrays")
     if prepared is not None:
-        xs, y = prepared
-        weights = sample_weights(y, sample_weight, class_weight, what)
+        xs, ys = prepared
+        weights = sample_weights(ys, sample_weight, class_weight, what)
         if validation_split and validation_data is None:
             if not 0.0 < validation_split < 1.0:
                 raise InputError(f"{what}: validation_split expected a float in (0, 1), received {validation_split!r}")
-            cut = int(len(y) * (1.0 - validation_split))
-            validation_data = ([a[cut:] for a in xs], y[cut:]) + (() if weights is None else (weights[cut:],))
-            xs, y = [a[:cut] for a in xs], y[:cut]
+            cut = int(len(ys[0]) * (1.0 - validation_split))
+            held_out = [a[cut:] for a in ys]
+            validation_data = ([a[cut:] for a in xs], held_out if model._heads else held_out[0]) + (
+                () if weights is None else (weights[cut:],))
+            xs, ys = [a[:cut] for a in xs], [a[:cut] for a in ys]
             weights = None if weights is None else weights[:cut]
-        steps = da.num_batches(len(y), batch_size)
+        steps = da.num_batches(len(ys[0]), batch_size)
     else:
         steps = da.dataset_steps(x)
     if steps_per_epoch is not None:
@@ -180,10 +222,10 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
             state.begin_epoch(epoch, resume["batch"] if resumed else 0, resume["metrics"] if resumed else ())
             cbs.on_epoch_begin(epoch, {})
             if prepared is None:
-                batches = _dataset_batches(x, len(model.inputs))
+                batches = _dataset_batches(x, model)
             else:
-                order = np.random.default_rng([config.seed(), epoch]).permutation(len(y)) if shuffle else None
-                batches = da.batches(xs + [y] + ([] if weights is None else [weights]), batch_size, order)
+                order = np.random.default_rng([config.seed(), epoch]).permutation(len(ys[0])) if shuffle else None
+                batches = da.batches(xs + ys + ([] if weights is None else [weights]), batch_size, order)
             # the batches of this epoch a resumed run has done already are skipped, in the same order
             batches = itertools.islice(state.skip_done(batches, state.batch),
                                        None if steps_per_epoch is None else steps_per_epoch - state.batch)
@@ -211,9 +253,13 @@ def _split_validation(data, what):
                      f"dataset, received {type(data).__name__}")
 
 
-def sample_weights(y, sample_weight, class_weight, what):
-    """One float32 weight per sample, from ``sample_weight`` or from the labels through ``class_weight`` (Keras:
-    a class it does not list weighs 1), or None for neither."""
+def sample_weights(ys, sample_weight, class_weight, what):
+    """One float32 weight per sample, from ``sample_weight`` or from the labels (``ys``, one array per output)
+    through ``class_weight`` (Keras: a class it does not list weighs 1), or None for neither."""
+    y = ys[0]
+    if class_weight is not None and len(ys) > 1:
+        raise InputError(f"{what}: class_weight expected with a model of one output, received a model with "
+                         f"{len(ys)} outputs with losses; pass sample_weight instead")
     if sample_weight is not None and class_weight is not None:
         raise InputError(f"{what}: expected sample_weight or class_weight, received both; fold the class weights "
                          f"into the sample weights")
@@ -259,8 +305,8 @@ def evaluate(model, x, y, sample_weight=None, batch_size=None, verbose=0, callba
     cbs = _callback_list(model, callbacks, 0 if verbose == "auto" else verbose, {"verbose": verbose})
     metrics = _metrics(model)
     cbs.on_test_begin({})
-    batches = _dataset_batches(x, len(model.inputs)) if prepared is None else \
-        da.batches(prepared[0] + [prepared[1]] + ([] if weights is None else [weights]), batch_size)
+    batches = _dataset_batches(x, model) if prepared is None else \
+        da.batches(prepared[0] + prepared[1] + ([] if weights is None else [weights]), batch_size)
     logs = _run_batches(model, executable, batches, metrics, cbs, "test", train=False)
     cbs.on_test_end(logs)
     if return_dict:
@@ -274,14 +320,14 @@ def on_batch(model, x, y, return_dict, train, sample_weight=None, class_weight=N
     what = f"Model {model.name!r}.{'train' if train else 'test'}_on_batch"
     if da.is_dataset(x):
         raise InputError(f"{what}: expected arrays for one batch, received a dataset; use fit/evaluate for datasets")
-    xs, y = _prepare(model, x, y, what)
-    weights = sample_weights(y, sample_weight, class_weight, what)
+    xs, ys = _prepare(model, x, y, what)
+    weights = sample_weights(ys, sample_weight, class_weight, what)
     if train:
         model._optimizers()
         model.stop_training = False
     executable = model._executable("train" if train else "eval", weighted=weights is not None)
     metrics = _metrics(model)
-    batch = tuple(xs) + (y,) + (() if weights is None else (weights,))
+    batch = tuple(xs) + tuple(ys) + (() if weights is None else (weights,))
     logs = _run_batches(model, executable, [batch], metrics, callbacks_mod.CallbackList([], model, {}),
                         "train" if train else "test", train=train)
     if return_dict:
