@@ -54,17 +54,18 @@ class ProgbarLogger(Callback):
         self.verbose, self.stream = verbose, stream or sys.stdout
 
     def on_epoch_begin(self, epoch, logs=None):
-        self.start = time.perf_counter()
+        self.start, self.seen = time.perf_counter(), 0
         if self.verbose:
             print(f"Epoch {epoch + 1}/{self.params.get('epochs', '?')}", file=self.stream)
 
     def on_train_batch_end(self, batch, logs=None):
+        self.seen = batch + 1
         if self.verbose == 1:
             self._line(batch + 1, logs, end="\r")
 
     def on_epoch_end(self, epoch, logs=None):
-        if self.verbose:
-            self._line(self.params.get("steps") or 0, logs, end="\n")
+        if self.verbose:      # an epoch of unknown length (a dataset's) ends after the batches it had
+            self._line(self.params.get("steps") or self.seen, logs, end="\n")
 
     def _line(self, done, logs, end):
         total = self.params.get("steps") or done

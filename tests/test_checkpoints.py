@@ -574,3 +574,44 @@ def test_job_function_loop_resumes_from_its_last_checkpoint(tmp_path):
     start, resumed = loop(tmp_path / "ckpt")
     assert start == 6 and sorted(resumed) == sorted(uninterrupted)
     assert max(float(np.abs(resumed[p] - uninterrupted[p]).max()) for p in resumed) < 1e-6
+
+
+class _ScaleV(flow.layers.Layer):
+    """A layer whose weight is named like an Adam slot ('v')."""
+
+    def build(self, input_shape):
+        self.v = self.add_weight("v", (input_shape[-1],), initializer="ones")
+
+    def call(self, x):
+        return x * self.read(self.v)
+
+
+def test_an_extra_weight_named_like_a_slot_is_still_an_extra_weight(tmp_path):
+    use("mirrored", 1)
+    flow.clear_session()
+    x = flow.Input((8,))
+    h = flow.layers.Dense(16, activation="relu")(x)
+    bigger = flow.Model(x, flow.layers.Dense(3)(_ScaleV(name="scale")(h)))
+    bigger.compile(flow.optimizers.Adam(0.01), flow.losses.SparseCategoricalCrossentropy(from_logits=True))
+    fit(bigger)
+    bigger.save_weights(tmp_path / "bigger")
+    model = mlp()
+    message = refused(model, lambda: model.load_weights(tmp_path / "bigger"))
+    assert "also holds ['scale/v']" in message
+
+
+def test_checkpoint_init_gives_every_variable_its_initial_value_and_step_zero(tmp_path):
+    use("mirrored", 1)
+    flow.clear_session()
+    train_job = job_function("mirrored")
+    x, y = resume_fit.data()
+    train_job(x[:40], y[:40])
+    initial = {path: var.numpy() for path, var in store.variables.items()}
+    for _ in range(3):
+        train_job(x[:40], y[:40])
+    assert train_job.step == 4
+    flow.train.CheckPoint().init()
+    assert train_job.step == 0
+    train_job(x[:40], y[:40])            # the first step again, from the initial values
+    for path, var in store.variables.items():
+        np.testing.assert_allclose(var.numpy(), initial[path], atol=1e-6, err_msg=path)

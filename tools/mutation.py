@@ -39,10 +39,11 @@ T = "tests/"
 STEP_TESTS = [T + "parallel/test_view_equivalence.py", T + "parallel/test_replicas_and_rules.py",
               T + "optimizers", T + "parallel/test_update_kernels.py", T + "parallel/test_mirrored_all_reduce.py",
               T + "parallel/test_hybrid.py", T + "parallel/test_split_step.py"]
-PLAN_TESTS = [T + "parallel/test_boxing.py", T + "parallel/test_signatures.py", T + "parallel/test_hybrid.py",
-              T + "parallel/test_with_sbp.py"]
-CHECKPOINT_TESTS = [T + "test_checkpoints.py"]
-ERROR_TESTS = [T + "test_user_errors.py", T + "parallel/test_replicas_and_rules.py", T + "parallel/test_rules_change.py"]
+PLAN_TESTS = [T + "parallel/test_planner_units.py", T + "parallel/test_boxing.py", T + "parallel/test_signatures.py",
+              T + "parallel/test_hybrid.py", T + "parallel/test_with_sbp.py"]
+CHECKPOINT_TESTS = [T + "test_checkpoints.py", T + "test_oneflow_model_io.py"]
+ERROR_TESTS = [T + "test_input_checks.py", T + "test_user_errors.py", T + "parallel/test_replicas_and_rules.py",
+               T + "parallel/test_rules_change.py"]
 
 # module -> the tests that cover it (what runs against each of its mutants), by area of the issue
 TARGETS = {
@@ -63,7 +64,8 @@ TARGETS = {
     "flowlayers/optimizers/base.py": [T + "optimizers", T + "parallel/test_update_kernels.py", T + "test_checkpoints.py"],
     # checkpoints and resume
     "flowlayers/framework/checkpoint_format.py": CHECKPOINT_TESTS,
-    "flowlayers/callbacks.py": CHECKPOINT_TESTS,
+    "flowlayers/callbacks.py": [T + "models/test_progress_bar.py", T + "models/test_keras_callbacks.py"]
+    + CHECKPOINT_TESTS,
     "flowlayers/train.py": CHECKPOINT_TESTS,
     # the user-error checks
     "flowlayers/framework/variable.py": ERROR_TESTS,
@@ -85,9 +87,12 @@ class Mutant:
     seconds: float = 0.0
     detail: str = ""    # the first failing test, for killed mutants
 
+    text: str = ""      # the mutated line as it stood, and the function or class around it: so a rerun finds
+    scope: str = ""     # the mutant after other lines moved
+
     @property
     def key(self):
-        return f"{self.module}:{self.line}:{self.kind}:{self.old}->{self.new}"
+        return f"{MOVED.get(self.module, self.module)}:{self.scope}:{self.text}:{self.kind}:{self.old}->{self.new}"
 
 
 # the bugs issue 17 found surviving the whole suite, replayed on every run: (module, old text, new text, kind)
@@ -115,11 +120,33 @@ OP_TEXT = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv
 LOOKALIKES = {"search": "match", "match": "search", "min": "max", "max": "min", "any": "all", "all": "any"}
 
 
+# modules renamed since a run: a rerun plants their survivors at the new path
+MOVED = {"flowlayers/checkpoint.py": "flowlayers/framework/checkpoint_format.py"}
+
+
 def offsets(source):
     """(line, UTF-8 byte column) as the syntax tree gives them -> a character offset into ``source``."""
     lines = source.splitlines(keepends=True)
     starts = [sum(len(x) for x in lines[:i]) for i in range(len(lines))]
     return lambda line, col: starts[line - 1] + len(lines[line - 1].encode()[:col].decode(errors="ignore"))
+
+
+def scope_at(tree, line):
+    """The dotted name of the innermost function or class holding ``line`` ('' at module level)."""
+    best, names = "", []
+
+    def walk(node, prefix):
+        nonlocal best
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}.{child.name}" if prefix else child.name
+                if child.lineno <= line <= child.end_lineno:
+                    best = name
+                    walk(child, name)
+            else:
+                walk(child, prefix)
+    walk(tree, "")
+    return best
 
 
 def quiet_nodes(tree):
@@ -143,7 +170,8 @@ def mutants_of(module):
         return at(node.lineno, node.col_offset), at(node.end_lineno, node.end_col_offset)
 
     def add(node, start, end, new, kind):
-        found.append(Mutant(module, node.lineno, start, end, source[start:end], new, kind))
+        found.append(Mutant(module, node.lineno, start, end, source[start:end], new, kind,
+                            text=source.splitlines()[node.lineno - 1].strip(), scope=scope_at(tree, node.lineno)))
 
     def between(left, right, old):
         """The operator's text between two operands: its offsets."""
@@ -198,7 +226,9 @@ def named_mutants():
             raise SystemExit(f"named mutant {kind!r}: expected {old!r} once in {module}, found it "
                              f"{source.count(old)} times; update NAMED")
         start = source.index(old)
-        out.append(Mutant(module, source.count("\n", 0, start) + 1, start, start + len(old), old, new, kind))
+        line = source.count("\n", 0, start) + 1
+        out.append(Mutant(module, line, start, start + len(old), old, new, kind,
+                          text=source.splitlines()[line - 1].strip(), scope=scope_at(ast.parse(source), line)))
     return out
 
 
@@ -266,18 +296,25 @@ def run_one(slot, mutant, timeout):
     return mutant
 
 
-def report(mutants, seconds, args):
+def load_results():
+    """The last run's mutants and what its full run was (commit, minutes, jobs, mutants)."""
+    data = json.loads(RESULTS_JSON.read_text())
+    return [Mutant(**d) for d in data["mutants"]], data["full_run"]
+
+
+def report(mutants, seconds, args, commit, full_run):
     by_module = {}
     for m in mutants:
         by_module.setdefault(m.module, []).append(m)
     killed = sum(m.status != "survived" for m in mutants)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                            text=True).stdout.strip()
     lines = ["# Mutation testing: last results", "",
              f"`python tools/mutation.py {' '.join(args)}` at commit {commit} (plus the working tree), "
              f"{time.strftime('%Y-%m-%d')}: **{len(mutants)} mutants, {killed} killed "
              f"({killed / max(len(mutants), 1):.0%}), {len(mutants) - killed} survived**, in "
-             f"{seconds / 60:.1f} minutes with {args_jobs(args)} jobs on {os.cpu_count()} cores.", "",
+             f"{seconds / 60:.1f} minutes with {args_jobs(args)} jobs on {os.cpu_count()} cores.",
+             f"The full run planted {full_run['mutants']} mutants at commit {full_run['commit']} in "
+             f"{full_run['minutes']} minutes with {full_run['jobs']} jobs; a rerun (`--rerun`) plants only its "
+             f"survivors again.", "",
              "| module | planted | killed | survived | timeouts |", "|---|---|---|---|---|"]
     for module, ms in by_module.items():
         lines.append(f"| `{module}` | {len(ms)} | {sum(m.status != 'survived' for m in ms)} | "
@@ -312,8 +349,8 @@ def main(argv=None):
     raw = list(argv if argv is not None else sys.argv[1:])
 
     if args.rerun:
-        last = [Mutant(**d) for d in json.loads(RESULTS_JSON.read_text())]
-        current = {m.key: m for m in select(0, args.seed, sorted({m.module for m in last}))}
+        last, full_run = load_results()
+        current = {m.key: m for m in select(0, args.seed, sorted({MOVED.get(m.module, m.module) for m in last}))}
         mutants = [current[m.key] for m in last if m.status == "survived" and m.key in current]
         gone = [m.key for m in last if m.status == "survived" and m.key not in current]
         for key in gone:
@@ -328,6 +365,8 @@ def main(argv=None):
         print(f"{len(mutants)} mutants")
         return 0
 
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                            text=True).stdout.strip()
     work = Path(tempfile.mkdtemp(prefix="flowlayers-mutation-"))
     start = time.monotonic()
     try:
@@ -358,12 +397,16 @@ def main(argv=None):
     finally:
         shutil.rmtree(work, ignore_errors=True)
     seconds = time.monotonic() - start
+    full_run = {"commit": commit, "minutes": round(seconds / 60, 1), "jobs": args.jobs, "mutants": len(mutants)}
     if args.rerun:      # keep the last full run's list, with the survivors' new results
-        last = [Mutant(**d) for d in json.loads(RESULTS_JSON.read_text())]
+        last, full_run = load_results()
         redone = {m.key: m for m in mutants}
         mutants = [redone.get(m.key, m) for m in last]
-    RESULTS_JSON.write_text(json.dumps([asdict(m) for m in mutants], indent=1) + "\n")
-    RESULTS_MD.write_text(report(mutants, seconds, raw))
+        seconds_note = f"survivors of the last full run re-run in {seconds / 60:.1f} minutes"
+        raw = raw + [f"({seconds_note})"]
+    RESULTS_JSON.write_text(json.dumps({"full_run": full_run, "mutants": [asdict(m) for m in mutants]}, indent=1)
+                            + "\n")
+    RESULTS_MD.write_text(report(mutants, seconds, raw, commit, full_run))
     survived = [m for m in mutants if m.status == "survived"]
     print(f"{len(mutants)} mutants, {len(mutants) - len(survived)} killed, {len(survived)} survived "
           f"({seconds / 60:.1f} min); see {RESULTS_MD.relative_to(REPO)}")
