@@ -110,6 +110,43 @@ NAMED = [
 ]
 NAMED_TESTS = {"backends/flowlayers_tensorflow/lowering.py": STEP_TESTS}
 
+# survivors that are equivalent (no test can tell them apart by results), with why: (module, scope, old -> new)
+EQUIVALENT = {
+    ("backends/flowlayers_tensorflow/executable.py", "Executable._retrace", "True -> False"):
+        "reduce_retracing only decides how often TF retraces the step (shape-generic or per shape); the traced "
+        "computation, and so every result, is the same: a compile-time cost (bench/)",
+    ("backends/flowlayers_tensorflow/executable.py", "Executable._retrace", "> -> >="):
+        "on one device the replica step and the update then run as separate traced functions instead of inlined: "
+        "the same ops and results, a performance choice",
+    ("backends/flowlayers_tensorflow/executable.py", "Executable._step", "> -> >="):
+        "on one device the 'all-reduce' then sums a single tensor per position: the identity",
+    ("backends/flowlayers_tensorflow/consistent.py", "_DTensorContext._kept", "1 -> 2"):
+        "_kept only decides whether a Relayout pin is emitted; DTensor's values are the same in any layout and "
+        "every consumer boxes its inputs to the planned layout (box), gradients are relaid out before the update: "
+        "where a relayout happens changes, not what is computed",
+    ("backends/flowlayers_tensorflow/runtime.py", "StrategyRuntime.scope", "> -> >="):
+        "one device then makes its variables under a one-device MirroredStrategy instead of on that device: one "
+        "copy either way, read and written alike",
+    ("backends/flowlayers_tensorflow/runtime.py", "StrategyRuntime.all_reduce", "self.native_nchw -> "
+                                                                                "not (self.native_nchw)"):
+        "both paths compute the same sums (collectives with packing, or add_n on the first device; each tested "
+        "against one device in test_mirrored_all_reduce.py); which runs is a per-device-kind performance choice",
+    ("backends/flowlayers_tensorflow/runtime.py", "StrategyRuntime.fetch", "> -> >="):
+        "the mean of one array is that array (same dtype)",
+    ("flowlayers/framework/checkpoint_format.py", "save", "f.flush() -> pass"):
+        "guards durability against an OS crash between fsync and close; a killed process (what tests can do) "
+        "cannot tell, since close flushes: kept on purpose, untestable without a power cut",
+    ("flowlayers/callbacks.py", "History.__init__", "super().__init__() -> pass"):
+        "Callback.__init__ only sets model and params, which CallbackList sets before any hook runs",
+    ("flowlayers/callbacks.py", "ProgbarLogger.__init__", "or -> and"):
+        "with no stream the mutant passes file=None to print, which writes to sys.stdout: the same",
+}
+
+
+def equivalent(m):
+    return EQUIVALENT.get((MOVED.get(m.module, m.module), m.scope, f"{m.old} -> {m.new}"))
+
+
 BINOPS = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Div,
           ast.Mod: ast.FloorDiv, ast.Pow: ast.Mult}
 CMPOPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
@@ -296,6 +333,14 @@ def run_one(slot, mutant, timeout):
     return mutant
 
 
+def mark_gone(mutants):
+    """Survivors whose code no longer exists (changed since, e.g. by the fix a survivor prompted): status 'gone'."""
+    current = {m.key for m in select(0, "all", sorted({MOVED.get(m.module, m.module) for m in mutants}))}
+    for m in mutants:
+        if m.status == "survived" and m.key not in current:
+            m.status, m.detail = "gone", "the code it mutated has changed since (git log -L on that line)"
+
+
 def load_results():
     """The last run's mutants and what its full run was (commit, minutes, jobs, mutants)."""
     data = json.loads(RESULTS_JSON.read_text())
@@ -306,22 +351,32 @@ def report(mutants, seconds, args, commit, full_run):
     by_module = {}
     for m in mutants:
         by_module.setdefault(m.module, []).append(m)
-    killed = sum(m.status != "survived" for m in mutants)
+    gone = [m for m in mutants if m.status == "gone"]
+    killed = sum(m.status in ("killed", "timeout") for m in mutants)
     lines = ["# Mutation testing: last results", "",
              f"`python tools/mutation.py {' '.join(args)}` at commit {commit} (plus the working tree), "
              f"{time.strftime('%Y-%m-%d')}: **{len(mutants)} mutants, {killed} killed "
-             f"({killed / max(len(mutants), 1):.0%}), {len(mutants) - killed} survived**, in "
+             f"({killed / max(len(mutants), 1):.0%}), {sum(m.status == 'survived' for m in mutants)} survived, "
+             f"{len(gone)} gone** (their code changed since), in "
              f"{seconds / 60:.1f} minutes with {args_jobs(args)} jobs on {os.cpu_count()} cores.",
              f"The full run planted {full_run['mutants']} mutants at commit {full_run['commit']} in "
              f"{full_run['minutes']} minutes with {full_run['jobs']} jobs; a rerun (`--rerun`) plants only its "
              f"survivors again.", "",
              "| module | planted | killed | survived | timeouts |", "|---|---|---|---|---|"]
     for module, ms in by_module.items():
-        lines.append(f"| `{module}` | {len(ms)} | {sum(m.status != 'survived' for m in ms)} | "
+        lines.append(f"| `{module}` | {len(ms)} | {sum(m.status in ('killed', 'timeout') for m in ms)} | "
                      f"{sum(m.status == 'survived' for m in ms)} | {sum(m.status == 'timeout' for m in ms)} |")
-    survivors = [m for m in mutants if m.status == "survived"]
-    lines += ["", "## Survivors", ""] + ([f"- `{m.module}:{m.line}` ({m.kind}): `{m.old}` -> `{m.new}`"
+    survivors = [m for m in mutants if m.status == "survived" and not equivalent(m)]
+    explained = [m for m in mutants if m.status == "survived" and equivalent(m)]
+    others = len(mutants) - len(explained) - len(gone)
+    lines += ["", f"Equivalent survivors (explained below): {len(explained)}; killed among the others: {killed} of "
+              f"{others} ({killed / max(others, 1):.0%}).",
+              "", "## Survivors", ""] + ([f"- `{m.module}:{m.line}` ({m.kind}): `{m.old}` -> `{m.new}`"
                                           for m in survivors] or ["None."])
+    lines += ["", "## Gone (the mutated code changed since)", ""] + (
+        [f"- `{m.module}:{m.line}` ({m.kind}, in `{m.scope}`): `{m.old}` -> `{m.new}`" for m in gone] or ["None."])
+    lines += ["", "## Equivalent survivors", ""] + ([f"- `{m.module}:{m.line}` ({m.kind}, in `{m.scope}`): `{m.old}` "
+                                                      f"-> `{m.new}`: {equivalent(m)}" for m in explained] or ["None."])
     lines += ["", "## Every mutant", "", "| module:line | kind | change | result | seconds | first failure |",
               "|---|---|---|---|---|---|"]
     for m in mutants:
@@ -345,16 +400,24 @@ def main(argv=None):
     parser.add_argument("--list", action="store_true", help="print the mutants and plant none")
     parser.add_argument("--rerun", action="store_true", help="only the survivors of the last run")
     parser.add_argument("--named", action="store_true", help="only the named mutants (bugs once found by hand)")
+    parser.add_argument("--report", action="store_true", help="write the report again from the last results")
     args = parser.parse_args(argv)
     raw = list(argv if argv is not None else sys.argv[1:])
 
+    if args.report:
+        last, full_run = load_results()
+        mark_gone(last)
+        RESULTS_JSON.write_text(json.dumps({"full_run": full_run, "mutants": [asdict(m) for m in last]}, indent=1)
+                                + "\n")
+        RESULTS_MD.write_text(report(last, full_run["minutes"] * 60, raw, full_run["commit"], full_run))
+        return 0
     if args.rerun:
         last, full_run = load_results()
         current = {m.key: m for m in select(0, args.seed, sorted({MOVED.get(m.module, m.module) for m in last}))}
         mutants = [current[m.key] for m in last if m.status == "survived" and m.key in current]
-        gone = [m.key for m in last if m.status == "survived" and m.key not in current]
-        for key in gone:
-            print(f"no longer plantable (the code changed): {key}")
+        for m in last:
+            if m.status == "survived" and m.key not in current:
+                print(f"no longer plantable (the code changed): {m.key}")
     elif args.named:
         mutants = named_mutants()
     else:
@@ -402,6 +465,7 @@ def main(argv=None):
         last, full_run = load_results()
         redone = {m.key: m for m in mutants}
         mutants = [redone.get(m.key, m) for m in last]
+        mark_gone(mutants)
         seconds_note = f"survivors of the last full run re-run in {seconds / 60:.1f} minutes"
         raw = raw + [f"({seconds_note})"]
     RESULTS_JSON.write_text(json.dumps({"full_run": full_run, "mutants": [asdict(m) for m in mutants]}, indent=1)
