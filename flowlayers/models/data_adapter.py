@@ -38,13 +38,20 @@ def replay_epochs(ds, epochs):
         ds.as_numpy_iterator()
 
 
-def as_list(x, n_inputs, what):
-    """x as a list of arrays, one per model input."""
+def as_list(x, names, what):
+    """x as a list of arrays, one per model input: an array, a list in input order, or a dict by input name."""
     if isinstance(x, dict):
-        raise InputError(f"{what}: expected an array (or a list of arrays, one per model input), received a dict")
-    xs = list(x) if isinstance(x, (list, tuple)) else [x]
-    if len(xs) != n_inputs:
-        raise InputError(f"{what}: expected {n_inputs} input array(s), one per model input, received {len(xs)}")
+        unknown, missing = sorted(k for k in x if k not in names), [n for n in names if n not in x]
+        if unknown or missing:
+            raise InputError(f"{what}: x as a dict expected the input names {names}, received "
+                             f"{sorted(x)}" + (f"; unknown: {unknown}" if unknown else "")
+                             + (f"; missing: {missing}" if missing else ""))
+        xs = [x[n] for n in names]
+    else:
+        xs = list(x) if isinstance(x, (list, tuple)) else [x]
+    if len(xs) != len(names):
+        raise InputError(f"{what}: expected {len(names)} input array(s), one per model input {names}, received "
+                         f"{len(xs)}")
     return [np.asarray(a) for a in xs]
 
 

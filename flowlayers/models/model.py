@@ -42,8 +42,12 @@ class Model:
 
     def _init_graph(self, inputs, outputs):
         self._single_output = isinstance(outputs, Blob)
-        self.inputs = _blob_list(inputs, "inputs", self.name)
-        self.outputs = _blob_list(outputs, "outputs", self.name)
+        # inputs / outputs given as dicts: data and results are keyed the same way (Keras' dict models)
+        self._input_keys = list(inputs) if isinstance(inputs, dict) else None
+        self._output_keys = list(outputs) if isinstance(outputs, dict) else None
+        self.inputs = _blob_list(list(inputs.values()) if isinstance(inputs, dict) else inputs, "inputs", self.name)
+        self.outputs = _blob_list(list(outputs.values()) if isinstance(outputs, dict) else outputs, "outputs",
+                                  self.name)
         for x in self.inputs:
             if x.op != "placeholder":
                 raise GraphError(f"Model {self.name!r}: inputs expected flow.Input/Placeholder Blobs, received "
@@ -80,6 +84,8 @@ class Model:
         ``training=False`` runs its BatchNormalization and Dropout as in inference.  On arrays: its outputs for
         them, as one batch."""
         self._require_built("__call__")
+        if isinstance(inputs, dict) and all(isinstance(b, Blob) for b in inputs.values()):
+            inputs = [inputs[n] if n in inputs else None for n in self.input_names]
         given = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
         if not all(isinstance(b, Blob) for b in given):
             return self.predict_on_batch(inputs)
@@ -103,6 +109,8 @@ class Model:
             for old, new in zip(node.outputs, out if isinstance(out, tuple) else (out,)):
                 values[id(node), old.index] = new
         results = [values[id(b.node), b.index] for b in self.outputs]
+        if self._output_keys:
+            return dict(zip(self._output_keys, results))
         return results[0] if self._single_output else results
 
     # Layers and weights --------------------------------------------------
@@ -240,8 +248,17 @@ class Model:
 
     @property
     def output_names(self):
-        """Each output's name, Keras' way: the name of the layer that made it (else the Blob's)."""
-        return [b.node.layer.name if b.node.layer is not None else b.name for b in self.outputs] if self.built else []
+        """Each output's name, Keras' way: its key in a dict of outputs, else the name of the layer that made it
+        (else the Blob's)."""
+        if not self.built:
+            return []
+        return list(self._output_keys) if self._output_keys else [
+            b.node.layer.name if b.node.layer is not None else b.name for b in self.outputs]
+
+    @property
+    def input_names(self):
+        """Each input's name: its key in a dict of inputs, else the Input's name (``flow.Input(name=...)``)."""
+        return list(self._input_keys) if self._input_keys else [x.name for x in self.inputs]
 
     def _build_from_data(self, x):
         """A functional model is built already; Sequential builds here from the first data it sees."""

@@ -16,7 +16,7 @@ def _prepare(model, x, y, what, with_labels=True):
     model._require_built(what)
     if da.is_dataset(x):
         return None
-    xs = da.as_list(x, len(model.inputs), what)
+    xs = da.as_list(x, model.input_names, what)
     if with_labels and y is None:
         raise InputError(f"{what}: expected labels y for the loss, received None")
     if not with_labels or not model.loss:
@@ -354,6 +354,8 @@ def predict(model, x, batch_size, verbose, callbacks):
     if not outputs:
         raise InputError(f"{what}: expected at least one sample, received an empty array")
     merged = [_join_batches([o[i] for o in outputs]) for i in range(len(model.outputs))]
+    if model._output_keys:
+        return dict(zip(model._output_keys, merged))
     return merged[0] if model._single_output else merged
 
 

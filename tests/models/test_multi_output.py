@@ -97,3 +97,37 @@ def test_multi_output_mistakes_are_named(compile_kwargs, fit_y, error, message):
     with pytest.raises(error, match=message):
         model.fit(x, fit_y(ya, yb), verbose=0)
     model.fit(x, [np.eye(3, dtype=np.float32)[ya], yb], verbose=0)        # the model trains on
+
+
+def test_inputs_and_outputs_as_dicts_as_keras_takes_them():
+    """Keras' dict models: data keyed by input name, results and losses keyed by output name."""
+    flow.clear_session()
+
+    def build(api):
+        image, meta = api.Input((4,), name="image"), api.Input((2,), name="meta")
+        h = api.layers.concatenate([api.layers.Dense(3, activation="relu")(image), meta])
+        return api.Model({"image": image, "meta": meta},
+                         {"kind": api.layers.Dense(3, activation="softmax")(h), "score": api.layers.Dense(1)(h)})
+
+    ours, theirs = build(flow), build(keras)
+    theirs.set_weights(ours.get_weights())
+    rng = np.random.default_rng(4)
+    x = {"meta": rng.random((12, 2)).astype(np.float32), "image": rng.random((12, 4)).astype(np.float32)}
+    y = {"score": rng.random((12, 1)).astype(np.float32), "kind": rng.integers(0, 3, 12)}
+    kwargs = {"loss": {"kind": "sparse_categorical_crossentropy", "score": "mse"}, "metrics": {"kind": ["accuracy"]}}
+    ours.compile(flow.optimizers.SGD(0.1), **kwargs)
+    theirs.compile(keras.optimizers.SGD(0.1), **kwargs)
+    assert ours.output_names == ["kind", "score"] and ours.input_names == ["image", "meta"]
+    got, want = ours.predict(x, verbose=0), theirs.predict(x, verbose=0)
+    assert sorted(got) == ["kind", "score"]
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], atol=1e-6)
+    history = ours.fit(x, y, batch_size=4, shuffle=False, verbose=0).history
+    expected = theirs.fit(x, y, batch_size=4, shuffle=False, verbose=0).history
+    assert sorted(history) == sorted(expected)
+    np.testing.assert_allclose(history["loss"], expected["loss"], rtol=1e-5)
+    for a, b in zip(ours.get_weights(), theirs.get_weights()):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    with pytest.raises(flow.InputError, match=r"x as a dict expected the input names \['image', 'meta'\], received "
+                                              r"\['image', 'metadata'\]; unknown: \['metadata'\]; missing: \['meta'\]"):
+        ours.predict({"image": x["image"], "metadata": x["meta"]}, verbose=0)
