@@ -14,7 +14,7 @@ def model():
     x = flow.Input((8,))
     out = flow.layers.Dense(3, name="head")(flow.layers.Dense(4, name="hidden")(x))
     m = flow.Model(x, out)
-    m.compile(flow.optimizers.SGD(0.1, momentum=0.9), "sparse_categorical_crossentropy")
+    m.compile(flow.optimizers.SGD(0.1, momentum=0.9), flow.losses.SparseCategoricalCrossentropy(from_logits=True))
     return m
 
 
