@@ -75,14 +75,20 @@ def check_arrays(inputs, xs, y, what, label_spec=None):
             raise InputError(f"{what}: expected x and y with the same number of samples, received x with {n} and "
                              f"y with {len(y)}; pass one label per sample (slice x and y alike)")
         if label_spec is not None:
-            shape, dtype = label_spec
-            if dtype.is_integer and y.shape[1:] == tuple(shape[1:]) + (1,):
-                y = y.reshape(y.shape[:-1])         # class ids with a trailing axis of 1, as Keras accepts them
-            if y.shape[1:] != tuple(shape[1:]):
-                raise InputError(f"{what}: y expected shape {describe_shape((None,) + tuple(shape[1:]))} for the "
-                                 f"loss, received {describe_shape(y.shape)}")
-            y = _convert(y, dtype, f"{what}: y", integral_floats=True)
+            y = check_labels(y, label_spec, what)
     return out, y
+
+
+def check_labels(y, label_spec, what):
+    """Labels as the loss takes them: its dtype (class ids may come as whole floats or with a trailing axis of 1,
+    as Keras accepts them) and its per-sample shape."""
+    y, (shape, dtype) = np.asarray(y), label_spec
+    if dtype.is_integer and y.shape[1:] == tuple(shape[1:]) + (1,):
+        y = y.reshape(y.shape[:-1])
+    if y.shape[1:] != tuple(shape[1:]):
+        raise InputError(f"{what}: y expected shape {describe_shape((None,) + tuple(shape[1:]))} for the "
+                         f"loss, received {describe_shape(y.shape)}")
+    return _convert(y, dtype, f"{what}: y", integral_floats=True)
 
 
 def _convert(a, dtype, what, integral_floats=False):

@@ -77,7 +77,9 @@ def _dataset_batches(ds, model):
         if not isinstance(item, tuple) or len(item) < 2:
             raise InputError("dataset: expected elements (x, y), received " + type(item).__name__)
         x, y = item[0], item[1]
-        labels = [label for _, _, label in _heads_and_labels(model, y, "dataset")]
+        labels = [da.check_labels(label, loss.label_spec(model.outputs[model.output_names.index(out)]),
+                                  f"dataset: output {out!r}") for out, loss, label in _heads_and_labels(model, y,
+                                                                                                        "dataset")]
         yield tuple(list(x) if isinstance(x, (list, tuple)) else [x]) + tuple(labels)
 
 
