@@ -6,41 +6,40 @@ from ..ops import conv, shape as shape_ops
 from .base import Layer
 
 
-class Conv2D(Layer):
-    input_ndim = 4
+class _Conv(Layer):
+    """What Keras' convolutions share: filters, a kernel and an optional bias, an activation; a subclass says the
+    kernel's shape for its input channels (``kernel_shape``) and convolves (``convolve``)."""
+    channels_axis = None        # the input's channel axis for the data format; None: conv.channel_axis
 
-    def __init__(self, filters, kernel_size, strides=1, padding="valid", data_format="channels_last",
-                 dilation_rate=1, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", **kwargs):
+    def __init__(self, filters, kernel_size, strides, padding, data_format, activation, use_bias, kernel_initializer,
+                 bias_initializer, **kwargs):
         super().__init__(**kwargs)
-        what = f"layer {self.name!r} (Conv2D)"
+        self.what = what = f"layer {self.name!r} ({type(self).__name__})"
         if isinstance(filters, bool) or not isinstance(filters, int) or filters <= 0:
             raise LayerError(f"{what}: filters expected a positive int, received {filters!r}")
         self.filters = filters
-        self.kernel_size = conv.pair(kernel_size, what, "kernel_size")
-        self.strides = conv.pair(strides, what, "strides")
-        self.dilation_rate = conv.pair(dilation_rate, what, "dilation_rate")
-        self.padding = conv.standardize_padding(padding, what)
         self.data_format = conv.standardize_data_format(data_format, what)
         self.activation = activations.get(activation, f"{what}: activation")
         self.use_bias = use_bias
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
 
+    def _channel_axis(self):
+        return conv.channel_axis(self.data_format)
+
     def build(self, input_shape):
-        axis = conv.channel_axis(self.data_format)
+        axis = self._channel_axis()
         if input_shape[axis] is None:
-            raise LayerError(f"layer {self.name!r} (Conv2D): expected a known channel count on axis {axis} "
-                             f"({self.data_format}), received shape {input_shape}")
-        self.kernel = self.add_weight("kernel", self.kernel_size + (input_shape[axis], self.filters),
-                                      self.kernel_initializer)
+            raise LayerError(f"{self.what}: expected a known channel count on axis {axis} ({self.data_format}), "
+                             f"received shape {input_shape}")
+        self.kernel = self.add_weight("kernel", self.kernel_shape(input_shape[axis]), self.kernel_initializer)
         self.bias = self.add_weight("bias", (self.filters,), self.bias_initializer) if self.use_bias else None
         self.fix_feature_dims(**{f"axis_{axis}": input_shape[axis]})
 
     def call(self, x):
-        y = conv.conv2d(x, self.read(self.kernel), self.strides, self.padding, self.data_format, self.dilation_rate)
+        y = self.convolve(x, self.read(self.kernel))
         if self.use_bias:
-            y = conv.bias_add(y, self.read(self.bias), axis=conv.channel_axis(self.data_format))
+            y = conv.bias_add(y, self.read(self.bias), axis=self._channel_axis())
         return self.activation(y)
 
     def get_config(self):
@@ -49,7 +48,30 @@ class Conv2D(Layer):
                 "activation": activations.name_of(self.activation), "use_bias": self.use_bias}
 
 
-class Conv1D(Layer):
+class Conv2D(_Conv):
+    input_ndim = 4
+
+    def __init__(self, filters, kernel_size, strides=1, padding="valid", data_format="channels_last",
+                 dilation_rate=1, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", **kwargs):
+        super().__init__(filters, kernel_size, strides, padding, data_format, activation, use_bias, kernel_initializer,
+                         bias_initializer, **kwargs)
+        self.kernel_size = conv.pair(kernel_size, self.what, "kernel_size")
+        self.strides = conv.pair(strides, self.what, "strides")
+        self.dilation_rate = conv.pair(dilation_rate, self.what, "dilation_rate")
+        self.padding = conv.standardize_padding(padding, self.what)
+
+    def kernel_shape(self, channels):
+        return self.kernel_size + (channels, self.filters)
+
+    def convolve(self, x, kernel):
+        return conv.conv2d(x, kernel, self.strides, self.padding, self.data_format, self.dilation_rate)
+
+    def get_config(self):
+        return {**super().get_config(), "dilation_rate": self.dilation_rate}
+
+
+class Conv1D(_Conv):
     """Keras' Conv1D: ``(N, W, C)`` (or ``(N, C, W)`` with ``data_format="channels_first"``); ``padding`` 'valid',
     'same' or 'causal' (zeros before the sequence only, so an output never sees a later step)."""
     input_ndim = 3
@@ -57,34 +79,22 @@ class Conv1D(Layer):
     def __init__(self, filters, kernel_size, strides=1, padding="valid", data_format="channels_last",
                  dilation_rate=1, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", **kwargs):
-        super().__init__(**kwargs)
-        what = f"layer {self.name!r} (Conv1D)"
-        if isinstance(filters, bool) or not isinstance(filters, int) or filters <= 0:
-            raise LayerError(f"{what}: filters expected a positive int, received {filters!r}")
-        self.filters = filters
+        super().__init__(filters, kernel_size, strides, padding, data_format, activation, use_bias, kernel_initializer,
+                         bias_initializer, **kwargs)
         self.kernel_size, self.strides, self.dilation_rate = (
-            _one(v, what, name) for v, name in ((kernel_size, "kernel_size"), (strides, "strides"),
-                                               (dilation_rate, "dilation_rate")))
+            _one(v, self.what, name) for v, name in ((kernel_size, "kernel_size"), (strides, "strides"),
+                                                    (dilation_rate, "dilation_rate")))
         if not isinstance(padding, str) or padding.lower() not in ("valid", "same", "causal"):
-            raise LayerError(f"{what}: padding expected 'valid', 'same' or 'causal', received {padding!r}")
+            raise LayerError(f"{self.what}: padding expected 'valid', 'same' or 'causal', received {padding!r}")
         self.padding = padding.lower()
-        self.data_format = conv.standardize_data_format(data_format, what)
-        self.activation = activations.get(activation, f"{what}: activation")
-        self.use_bias = use_bias
-        self.kernel_initializer = initializers.get(kernel_initializer)
-        self.bias_initializer = initializers.get(bias_initializer)
 
-    def build(self, input_shape):
-        axis = 1 if self.data_format == "NCHW" else 2
-        if input_shape[axis] is None:
-            raise LayerError(f"layer {self.name!r} (Conv1D): expected a known channel count on axis {axis}, "
-                             f"received shape {input_shape}")
-        self.kernel = self.add_weight("kernel", (self.kernel_size, input_shape[axis], self.filters),
-                                      self.kernel_initializer)
-        self.bias = self.add_weight("bias", (self.filters,), self.bias_initializer) if self.use_bias else None
-        self.fix_feature_dims(**{f"axis_{axis}": input_shape[axis]})
+    def _channel_axis(self):
+        return 1 if self.data_format == "NCHW" else 2
 
-    def call(self, x):
+    def kernel_shape(self, channels):
+        return (self.kernel_size, channels, self.filters)
+
+    def convolve(self, x, kernel):
         first = self.data_format == "NCHW"
         n, c, w = (x.shape[0], x.shape[1], x.shape[2]) if first else (x.shape[0], x.shape[2], x.shape[1])
         if self.padding == "causal":
@@ -92,19 +102,12 @@ class Conv1D(Layer):
             x = shape_ops.pad(x, [(0, 0), (0, 0), (left, 0)] if first else [(0, 0), (left, 0), (0, 0)])
             w = None if w is None else w + left
         rows = shape_ops.reshape(x, (n, c, 1, w) if first else (n, 1, w, c))
-        kernel = shape_ops.reshape(self.read(self.kernel), (1,) + self.kernel.shape)
-        y = conv.conv2d(rows, kernel, (1, self.strides), "SAME" if self.padding == "same" else "VALID",
-                        self.data_format, (1, self.dilation_rate))
-        y = shape_ops.reshape(y, (n, self.filters, y.shape[3]) if first else (n, y.shape[2], self.filters))
-        if self.use_bias:
-            y = conv.bias_add(y, self.read(self.bias), axis=1 if first else 2)
-        return self.activation(y)
+        y = conv.conv2d(rows, shape_ops.reshape(kernel, (1,) + self.kernel.shape), (1, self.strides),
+                        "SAME" if self.padding == "same" else "VALID", self.data_format, (1, self.dilation_rate))
+        return shape_ops.reshape(y, (n, self.filters, y.shape[3]) if first else (n, y.shape[2], self.filters))
 
     def get_config(self):
-        return {**super().get_config(), "filters": self.filters, "kernel_size": self.kernel_size,
-                "strides": self.strides, "padding": self.padding, "data_format": self.data_format,
-                "dilation_rate": self.dilation_rate, "activation": activations.name_of(self.activation),
-                "use_bias": self.use_bias}
+        return {**super().get_config(), "dilation_rate": self.dilation_rate}
 
 
 def _one(value, what, name):
@@ -116,7 +119,7 @@ def _one(value, what, name):
     return value
 
 
-class Conv2DTranspose(Layer):
+class Conv2DTranspose(_Conv):
     """Keras' Conv2DTranspose: a (kh, kw, filters, in) kernel; output ``H * s`` ('same') or ``(H - 1) * s + kh``
     ('valid').  ``output_padding`` and dilations other than 1 are refused by name."""
     input_ndim = 4
@@ -124,41 +127,18 @@ class Conv2DTranspose(Layer):
     def __init__(self, filters, kernel_size, strides=1, padding="valid", output_padding=None,
                  data_format="channels_last", dilation_rate=1, activation=None, use_bias=True,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
-        super().__init__(**kwargs)
-        what = f"layer {self.name!r} (Conv2DTranspose)"
-        if isinstance(filters, bool) or not isinstance(filters, int) or filters <= 0:
-            raise LayerError(f"{what}: filters expected a positive int, received {filters!r}")
+        super().__init__(filters, kernel_size, strides, padding, data_format, activation, use_bias, kernel_initializer,
+                         bias_initializer, **kwargs)
         if output_padding is not None:
-            raise LayerError(f"{what}: output_padding={output_padding!r} is not supported; expected None")
-        if conv.pair(dilation_rate, what, "dilation_rate") != (1, 1):
-            raise LayerError(f"{what}: dilation_rate={dilation_rate!r} is not supported; expected 1")
-        self.filters = filters
-        self.kernel_size = conv.pair(kernel_size, what, "kernel_size")
-        self.strides = conv.pair(strides, what, "strides")
-        self.padding = conv.standardize_padding(padding, what)
-        self.data_format = conv.standardize_data_format(data_format, what)
-        self.activation = activations.get(activation, f"{what}: activation")
-        self.use_bias = use_bias
-        self.kernel_initializer = initializers.get(kernel_initializer)
-        self.bias_initializer = initializers.get(bias_initializer)
+            raise LayerError(f"{self.what}: output_padding={output_padding!r} is not supported; expected None")
+        if conv.pair(dilation_rate, self.what, "dilation_rate") != (1, 1):
+            raise LayerError(f"{self.what}: dilation_rate={dilation_rate!r} is not supported; expected 1")
+        self.kernel_size = conv.pair(kernel_size, self.what, "kernel_size")
+        self.strides = conv.pair(strides, self.what, "strides")
+        self.padding = conv.standardize_padding(padding, self.what)
 
-    def build(self, input_shape):
-        axis = conv.channel_axis(self.data_format)
-        if input_shape[axis] is None:
-            raise LayerError(f"layer {self.name!r} (Conv2DTranspose): expected a known channel count on axis "
-                             f"{axis} ({self.data_format}), received shape {input_shape}")
-        self.kernel = self.add_weight("kernel", self.kernel_size + (self.filters, input_shape[axis]),
-                                      self.kernel_initializer)
-        self.bias = self.add_weight("bias", (self.filters,), self.bias_initializer) if self.use_bias else None
-        self.fix_feature_dims(**{f"axis_{axis}": input_shape[axis]})
+    def kernel_shape(self, channels):
+        return self.kernel_size + (self.filters, channels)
 
-    def call(self, x):
-        y = conv.conv2d_transpose(x, self.read(self.kernel), self.strides, self.padding, self.data_format)
-        if self.use_bias:
-            y = conv.bias_add(y, self.read(self.bias), axis=conv.channel_axis(self.data_format))
-        return self.activation(y)
-
-    def get_config(self):
-        return {**super().get_config(), "filters": self.filters, "kernel_size": self.kernel_size,
-                "strides": self.strides, "padding": self.padding.lower(), "data_format": self.data_format,
-                "activation": activations.name_of(self.activation), "use_bias": self.use_bias}
+    def convolve(self, x, kernel):
+        return conv.conv2d_transpose(x, kernel, self.strides, self.padding, self.data_format)

@@ -56,16 +56,21 @@ def _check_rank4(x, fmt):
                          f"received shape {describe_shape(x.shape)} (rank {x.ndim})")
 
 
-def _infer_conv(inputs, attrs):
-    x, w = inputs
-    fmt = attrs["data_format"]
+def _check_conv_inputs(x, w, fmt, kernel_in_axis):
+    """A rank-4 input of the kernel's dtype whose channels are the kernel's dim ``kernel_in_axis``."""
     _check_rank4(x, fmt)
     if x.dtype != w.dtype:
         raise DTypeError(f"expected input and kernel of one dtype, received {x.dtype} and {w.dtype}")
     cin = x.shape[channel_axis(fmt)]
-    if cin is not None and cin != w.shape[2]:
-        raise ShapeError(f"expected {w.shape[2]} input channels on axis {channel_axis(fmt)} ({fmt}), "
+    if cin is not None and cin != w.shape[kernel_in_axis]:
+        raise ShapeError(f"expected {w.shape[kernel_in_axis]} input channels on axis {channel_axis(fmt)} ({fmt}), "
                          f"received shape {describe_shape(x.shape)}")
+
+
+def _infer_conv(inputs, attrs):
+    x, w = inputs
+    fmt = attrs["data_format"]
+    _check_conv_inputs(x, w, fmt, 2)
     return [(_out_shape(x, fmt, w.shape[3], w.shape[:2], attrs["strides"], attrs["dilations"], attrs["padding"]),
              x.dtype)]
 
@@ -101,13 +106,7 @@ def _infer_conv_transpose(inputs, attrs):
     """A (kh, kw, out, in) kernel, as Keras' Conv2DTranspose holds it: the gradient of a conv2d with it."""
     x, w = inputs
     fmt = attrs["data_format"]
-    _check_rank4(x, fmt)
-    if x.dtype != w.dtype:
-        raise DTypeError(f"expected input and kernel of one dtype, received {x.dtype} and {w.dtype}")
-    cin = x.shape[channel_axis(fmt)]
-    if cin is not None and cin != w.shape[3]:
-        raise ShapeError(f"expected {w.shape[3]} input channels on axis {channel_axis(fmt)} ({fmt}), "
-                         f"received shape {describe_shape(x.shape)}")
+    _check_conv_inputs(x, w, fmt, 3)
     h_ax, w_ax = (2, 3) if fmt == "NCHW" else (1, 2)
     hw = [_transposed_size(x.shape[a], k, s, attrs["padding"])
           for a, k, s in zip((h_ax, w_ax), w.shape[:2], attrs["strides"])]
