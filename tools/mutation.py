@@ -414,7 +414,8 @@ def main(argv=None):
     if args.rerun:
         last, full_run = load_results()
         current = {m.key: m for m in select(0, args.seed, sorted({MOVED.get(m.module, m.module) for m in last}))}
-        mutants = [current[m.key] for m in last if m.status == "survived" and m.key in current]
+        mutants = [current[m.key] for m in last if m.status == "survived" and m.key in current
+                   and (not args.only or any(o in m.module for o in args.only))]
         for m in last:
             if m.status == "survived" and m.key not in current:
                 print(f"no longer plantable (the code changed): {m.key}")

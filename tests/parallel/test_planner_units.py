@@ -1,5 +1,6 @@
 """Small facts of the planner, each pinned where a wrong one would change plans only rarely (so the end-to-end
 tests would not notice): the family rules' signatures, what a split may divide, and what a Boxing costs."""
+import numpy as np
 import pytest
 
 import flowlayers as flow
@@ -57,3 +58,18 @@ def test_abs_and_negative_take_integers():
     import numpy as np
     got = model.predict(np.array([[-2, 0, 5]], np.int32), verbose=0)
     assert got[0].tolist() == [[2, 0, 5]] and got[1].tolist() == [[2, 0, -5]]
+
+
+def test_an_unknown_dim_broadcasts_to_the_known_one():
+    x = flow.Input((3,))                                      # (None, 3)
+    y = flow.math.add(x, flow.constant(np.ones((4, 1), np.float32)))
+    assert y.shape == (4, 3)                                  # the unknown batch meets 4: 4 (or an error when fed)
+
+
+@pytest.mark.parametrize("name", ["identity", "negative"])
+def test_linear_unary_ops_pass_partial_sums_through(name):
+    from flowlayers.ops import elementwise
+
+    sigs = elementwise.UNARY[name].signatures([Spec(4, 6)], {})
+    assert Signature((P,), (P,)) in sigs
+    assert Signature((P,), (P,)) not in elementwise.UNARY["relu"].signatures([Spec(4, 6)], {})
