@@ -353,16 +353,17 @@ def report(mutants, seconds, args, commit, full_run):
         by_module.setdefault(m.module, []).append(m)
     gone = [m for m in mutants if m.status == "gone"]
     killed = sum(m.status in ("killed", "timeout") for m in mutants)
+    reruns = (f" Its survivors were planted again (`--rerun`) against the tests of commit "
+              f"{full_run['rerun_commit']}." if full_run.get("rerun_commit") else "")
     lines = ["# Mutation testing: last results", "",
-             f"`python tools/mutation.py {' '.join(args)}` at commit {commit} (plus the working tree), "
+             f"Full run `python tools/mutation.py` at commit {full_run['commit']}.{reruns} Written "
              f"{time.strftime('%Y-%m-%d')}: **{len(mutants)} mutants, {killed} killed "
              f"({killed / max(len(mutants), 1):.0%}), {sum(m.status == 'survived' for m in mutants)} survived, "
-             f"{len(gone)} gone** (their code changed since), in "
-             f"{seconds / 60:.1f} minutes with {args_jobs(args)} jobs on {os.cpu_count()} cores.",
-             f"The full run planted {full_run['mutants']} mutants at commit {full_run['commit']} in "
-             f"{full_run['minutes']} minutes with {full_run['jobs']} jobs; a rerun (`--rerun`) plants only its "
-             f"survivors again.", "",
-             "| module | planted | killed | survived | timeouts |", "|---|---|---|---|---|"]
+             f"{len(gone)} gone** (their code changed since).",
+             f"The full run planted {full_run['mutants']} mutants in {full_run['minutes']} minutes with "
+             f"{full_run['jobs']} jobs on {os.cpu_count()} cores; the last rerun took {seconds / 60:.1f} minutes.",
+             ""]
+    lines += ["| module | planted | killed | survived | timeouts |", "|---|---|---|---|---|"]
     for module, ms in by_module.items():
         lines.append(f"| `{module}` | {len(ms)} | {sum(m.status in ('killed', 'timeout') for m in ms)} | "
                      f"{sum(m.status == 'survived' for m in ms)} | {sum(m.status == 'timeout' for m in ms)} |")
@@ -409,7 +410,8 @@ def main(argv=None):
         mark_gone(last)
         RESULTS_JSON.write_text(json.dumps({"full_run": full_run, "mutants": [asdict(m) for m in last]}, indent=1)
                                 + "\n")
-        RESULTS_MD.write_text(report(last, full_run["minutes"] * 60, raw, full_run["commit"], full_run))
+        RESULTS_MD.write_text(report(last, full_run.get("rerun_minutes", full_run["minutes"]) * 60, raw,
+                                     full_run["commit"], full_run))
         return 0
     if args.rerun:
         last, full_run = load_results()
@@ -464,11 +466,10 @@ def main(argv=None):
     full_run = {"commit": commit, "minutes": round(seconds / 60, 1), "jobs": args.jobs, "mutants": len(mutants)}
     if args.rerun:      # keep the last full run's list, with the survivors' new results
         last, full_run = load_results()
+        full_run.update(rerun_commit=commit, rerun_minutes=round(seconds / 60, 1))
         redone = {m.key: m for m in mutants}
         mutants = [redone.get(m.key, m) for m in last]
         mark_gone(mutants)
-        seconds_note = f"survivors of the last full run re-run in {seconds / 60:.1f} minutes"
-        raw = raw + [f"({seconds_note})"]
     RESULTS_JSON.write_text(json.dumps({"full_run": full_run, "mutants": [asdict(m) for m in mutants]}, indent=1)
                             + "\n")
     RESULTS_MD.write_text(report(mutants, seconds, raw, commit, full_run))
