@@ -19,7 +19,7 @@ from .initializers import (constant_initializer, glorot_normal_initializer, glor
                            zeros_initializer)
 from .checkpoint import get_all_variables, load_variables
 from .inputs import Input
-from .job import function_config, global_function, watch
+from .job import function_config, global_function, watch, watch_diff
 from .models import Model, Sequential
 from .ops.elementwise import add, cast, constant, divide, multiply, subtract
 from .ops.matmul import matmul

@@ -50,6 +50,7 @@ class _Build:
     def __init__(self, job_type):
         self.job_type, self.loss, self.rule = job_type, None, None
         self.watched = []       # (blob, handler) of flow.watch
+        self.watched_diff = []  # (blob, handler) of flow.watch_diff
 
     def set_objective(self, loss, rule):
         if self.job_type != "train":
@@ -131,14 +132,16 @@ class JobFunction:
         outputs, modes, structure = _outputs(self.__name__, result, self.returns, view)
         watched = build.watched
         outputs, modes = outputs + [b for b, _ in watched], modes + [_handler_mode(h, view) for _, h in watched]
-        structure = _with_watchers(structure, len(outputs) - len(watched), [h for _, h in watched])
+        structure = _with_watchers(structure, len(outputs) - len(watched),
+                                   [h for _, h in watched] + [h for _, h in build.watched_diff])
         if self.job_type == "train" and build.loss is None:
             raise GraphError(f"job function {self.__name__!r} is type='train' but never called "
                              f"flow.optimizer.<Optimizer>(...).minimize(loss)")
         if self._compiled and build.rule is not None:
             _carry_state(self._compiled[1].optimizer, build.rule)
         program = Program(inputs, outputs, modes, phase="train" if self.job_type == "train" else "predict",
-                          loss=build.loss, optimizer=build.rule, name=self.__name__)
+                          loss=build.loss, optimizer=build.rule, name=self.__name__,
+                          gradients=[b for b, _ in build.watched_diff])
         ranges = index_ranges(program.nodes, inputs)
         self._compiled = (runtime, program, runtime.compile(program), structure, ranges)
         return self._compiled
@@ -216,6 +219,20 @@ def watch(blob, handler):
     if not callable(handler):
         raise GraphError(f"flow.watch: expected a callable handler for Blob {blob.name!r}, received {handler!r}")
     _builds[-1].watched.append((blob, handler))
+
+
+def watch_diff(blob, handler):
+    """OneFlow's ``flow.watch_diff``: after each step of the train job being built, ``handler`` receives the
+    gradient of the loss the job minimises (its mean over the batch, as flowlayers trains) with respect to
+    ``blob``, as one logical numpy array."""
+    if not _builds or _builds[-1].job_type != "train":
+        raise GraphError("flow.watch_diff: expected inside a function decorated with "
+                         "@flow.global_function(type='train'), where a loss is minimised")
+    if not isinstance(blob, Blob):
+        raise GraphError(f"flow.watch_diff: expected a Blob to watch, received {type(blob).__name__}")
+    if not callable(handler):
+        raise GraphError(f"flow.watch_diff: expected a callable handler for Blob {blob.name!r}, received {handler!r}")
+    _builds[-1].watched_diff.append((blob, handler))
 
 
 def _handler_mode(handler, view):

@@ -172,3 +172,47 @@ def test_placements_flowlayers_cannot_honour_are_named(args, message):
 
     with pytest.raises(flow.ConfigError, match=message):
         job(np.zeros((4, 3), np.float32))
+
+
+@pytest.mark.parametrize("view, n", [("mirrored", 1), ("mirrored", 2), ("consistent", 2)])
+def test_watch_diff_sees_the_loss_gradient_of_a_blob(view, n):
+    """d(mean cross-entropy)/d(logits) = (softmax(logits) - one_hot(labels)) / batch, in numpy float64."""
+    flow.clear_default_session()
+    flow.config.set_view(view)
+    flow.config.gpu_device_num(n)
+    seen = {"logits": [], "diff": []}
+
+    @flow.global_function(type="train")
+    def train_job(images: tp.Numpy.Placeholder((BATCH, 1, 8, 8)),
+                  labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32)) -> tp.Numpy:
+        h = flow.layers.dense(flow.reshape(images, [BATCH, -1]), 16, activation=flow.nn.relu, name="hidden")
+        logits = flow.layers.dense(h, 10, name="output")
+        flow.watch(logits, lambda value: seen["logits"].append(value))
+        flow.watch_diff(logits, lambda value: seen["diff"].append(value))
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss
+
+    (x, y), _ = flow.data.load_digits()
+    for step in range(2):
+        train_job(x[step * BATCH:(step + 1) * BATCH], y[step * BATCH:(step + 1) * BATCH].astype(np.int32))
+    assert len(seen["diff"]) == 2
+    for step, (logits, diff) in enumerate(zip(seen["logits"], seen["diff"])):
+        z = logits.astype(np.float64)
+        p = np.exp(z - z.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        expected = (p - np.eye(10)[y[step * BATCH:(step + 1) * BATCH]]) / BATCH
+        assert diff.shape == (BATCH, 10)
+        np.testing.assert_allclose(diff, expected, atol=1e-6)
+
+
+def test_watch_diff_is_a_train_job_s():
+    flow.clear_default_session()
+
+    @flow.global_function(type="predict")
+    def job(x: tp.Numpy.Placeholder((2, 3))) -> tp.Numpy:
+        flow.watch_diff(x, print)
+        return x
+
+    with pytest.raises(flow.GraphError, match=r"watch_diff: expected inside .*type='train'"):
+        job(np.zeros((2, 3), np.float32))

@@ -289,7 +289,8 @@ class ConsistentExecutable(BaseExecutable):
         (the process would be stuck).  So on an error one result goes through an op, which raises the error the
         devices met first and clears them."""
         try:
-            return ([self._fetch(o, m) for o, m in zip(outs, self.program.output_modes)],
+            modes = self.program.output_modes + ["numpy"] * len(self.program.gradients)
+            return ([self._fetch(o, m) for o, m in zip(outs, modes)],
                     [dtensor.unpack(g) for g in grads], [dtensor.unpack(u) for u in updates])
         except tf.errors.OpError:
             with dtensor.default_mesh(self.runtime.mesh):
@@ -318,8 +319,10 @@ class ConsistentExecutable(BaseExecutable):
                 run_graph(p.nodes, env, self._handles, ctx)
                 loss = tf.cast(env[p.loss], tf.float32)
                 mean = tf.reduce_sum(loss) / tf.cast(tf.size(loss), tf.float32)
-            grads = tape.gradient(mean, trainable, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            grads = tape.gradient(mean, trainable + [env[b] for b in p.gradients],
+                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
             grads = [_unfolded(tf.convert_to_tensor(g)) for g in grads]
+            grads, watched = grads[:len(trainable)], grads[len(trainable):]
         else:
             run_graph(p.nodes, env, self._handles, ctx)
         updates = [_unfolded(env[b]) for _, b in p.updates]
@@ -327,6 +330,7 @@ class ConsistentExecutable(BaseExecutable):
         for blob, mode in zip(p.outputs, p.output_modes):
             value = tf.reduce_sum(env[blob]) if mode == "sum" else env[blob]
             outs.append(dtensor.relayout(value, rt.replicated(value.shape.rank)))
+        outs += [dtensor.relayout(g, rt.replicated(g.shape.rank)) for g in (watched if p.loss is not None else [])]
         return outs, grads, updates
 
     def _run_update(self, batch, grads, updates, lr, step):

@@ -142,7 +142,8 @@ class Executable(BaseExecutable):
             raise
         except tf.errors.OpError as e:
             raise self.runtime.wrap_error(self.program, e) from None
-        return [self.runtime.fetch(o, m) for o, m in zip(outs, self.program.output_modes)]
+        modes = self.program.output_modes + ["numpy"] * len(self.program.gradients)
+        return [self.runtime.fetch(o, m) for o, m in zip(outs, modes)]
 
     # The traced step ----------------------------------------------------
     def _step(self, feeds, lr, step, active):
@@ -170,7 +171,10 @@ class Executable(BaseExecutable):
             count, rest = shared[i][0], iter(shared[i][1:])
             grads = [_mean(means, next(rest), count, device) for _ in grads]
             updates = [_mean(means, next(rest), active, device) if active > 1 else next(rest) for _ in updates]
-            results.append([next(rest) if m == "sum" else o for o, m in zip(outs, modes)])
+            watched = outs[len(modes):]          # this replica's rows of d(sum of its losses)/d(blob)
+            with tf.device(device):
+                watched = [g / tf.cast(count, g.dtype) for g in watched]
+            results.append([next(rest) if m == "sum" else o for o, m in zip(outs, modes)] + watched)
             if p.loss is not None or p.updates:
                 # the outputs first: one that reads a variable without feeding a gradient must not see the update
                 with tf.device(device), tf.control_dependencies(results[-1]):
@@ -184,7 +188,7 @@ class Executable(BaseExecutable):
         ctx = LoweringContext(p.phase, step, self._seed, self.runtime.native_nchw, replica_id)
         handles = dict(zip(self._paths, variables))
         env = dict(zip(p.inputs, feeds))
-        size, grads = tf.constant(0.0), []
+        size, grads, watched = tf.constant(0.0), [], []
         if p.loss is not None:
             with tf.GradientTape() as tape:
                 tape.watch([handles[v.path] for v in p.trainable])   # also variables made while frozen
@@ -192,14 +196,15 @@ class Executable(BaseExecutable):
                 loss = tf.cast(env[p.loss], tf.float32)
                 local_sum = tf.reduce_sum(loss)
             size = tf.cast(tf.size(loss), tf.float32)
-            grads = tape.gradient(local_sum, [handles[v.path] for v in p.trainable],
+            grads = tape.gradient(local_sum, [handles[v.path] for v in p.trainable] + [env[b] for b in p.gradients],
                                   unconnected_gradients=tf.UnconnectedGradients.ZERO)
             grads = [tf.convert_to_tensor(g) for g in grads]
+            grads, watched = grads[:len(p.trainable)], grads[len(p.trainable):]
         else:
             run_graph(p.nodes, env, handles, ctx)
         updates = [env[b] for _, b in p.updates]
         outs = [tf.reduce_sum(env[b]) if mode == "sum" else env[b] for b, mode in zip(p.outputs, p.output_modes)]
-        return size, grads, updates, outs
+        return size, grads, updates, outs + watched
 
 
 def _idle(busy, modes):
@@ -207,7 +212,8 @@ def _idle(busy, modes):
     state updates (left out of the updates' mean), zero sums and empty per-sample outputs."""
     _, grads, updates, outs = busy
     return (tf.constant(0.0), [tf.zeros_like(g) for g in grads], [tf.zeros_like(u) for u in updates],
-            [tf.zeros_like(o) if m == "sum" else o[:0] for o, m in zip(outs, modes)])
+            [tf.zeros_like(o) if m == "sum" else o[:0] for o, m in zip(outs, modes)] + [g[:0] for g in
+                                                                                      outs[len(modes):]])
 
 
 def _mean(means, total, count, device):

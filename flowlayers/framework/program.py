@@ -30,11 +30,15 @@ class Program:
     optimizer: object = None
     jit_compile: bool = False
     name: str = "step"
+    gradients: list = field(default_factory=list)   # Blobs whose gradient of the mean loss the step also returns
+                                                    # (after the outputs, as logical numpy arrays: flow.watch_diff)
     nodes: list = field(init=False)
     variables: List[Variable] = field(init=False)
     updates: list = field(init=False)
 
     def __post_init__(self):
+        if self.gradients and self.loss is None:
+            raise GraphError(f"{self.name!r}: gradients of Blobs expected in a step with a loss, received none")
         roots = list(self.outputs) + ([self.loss] if self.loss is not None else [])
         self.nodes = topo_sort(roots)
         for node in self.nodes:
