@@ -55,8 +55,10 @@ def as_list(x, names, what):
     return [np.asarray(a) for a in xs]
 
 
-def check_arrays(inputs, xs, y, what, label_spec=None):
-    """Shapes and dtypes against the model's Inputs, equal lengths; returns converted arrays."""
+def check_arrays(inputs, xs, what, labels=()):
+    """Shapes and dtypes against the model's Inputs, equal lengths; returns the converted arrays and labels.
+
+    ``labels``: ``(y, label_spec, where)`` for each loss, ``where`` naming it in errors."""
     out = []
     for blob, a in zip(inputs, xs):
         if a.shape[1:] != blob.shape[1:] or a.ndim != blob.ndim:
@@ -69,14 +71,14 @@ def check_arrays(inputs, xs, y, what, label_spec=None):
         if len(a) != n:
             raise InputError(f"{what}: expected every input with the same number of samples, received {n} for "
                              f"{inputs[0].name!r} and {len(a)} for {blob.name!r}")
-    if y is not None:
+    ys = []
+    for y, label_spec, where in labels:
         y = np.asarray(y)
         if len(y) != n:
-            raise InputError(f"{what}: expected x and y with the same number of samples, received x with {n} and "
+            raise InputError(f"{where}: expected x and y with the same number of samples, received x with {n} and "
                              f"y with {len(y)}; pass one label per sample (slice x and y alike)")
-        if label_spec is not None:
-            y = check_labels(y, label_spec, what)
-    return out, y
+        ys.append(check_labels(y, label_spec, where))
+    return out, ys
 
 
 def check_labels(y, label_spec, what):

@@ -19,26 +19,22 @@ def _prepare(model, x, y, what, with_labels=True):
     xs = da.as_list(x, model.input_names, what)
     if with_labels and y is None:
         raise InputError(f"{what}: expected labels y for the loss, received None")
-    if not with_labels or not model.loss:
-        xs, _ = da.check_arrays(model.inputs, xs, None, what)
-        ys = []
-    else:
-        ys = []
-        for out, loss, label in _heads_and_labels(model, y, what):
-            xs, checked = da.check_arrays(model.inputs, xs, label, f"{what}" if model._heads is None else
-                                          f"{what}: output {out!r}", loss.label_spec(model.outputs[
-                                              model.output_names.index(out)]))
-            _check_label_range(model, out, loss, checked, what)
-            ys.append(checked)
+    heads = _heads_and_labels(model, y, what) if with_labels and model.loss else []
+    xs, ys = da.check_arrays(model.inputs, xs, what, [
+        (label, loss.label_spec(out), what if model._heads is None else f"{what}: output {name!r}")
+        for name, out, loss, label in heads])
+    for (_, out, loss, _), checked in zip(heads, ys):
+        _check_label_range(out, loss, checked, what)
     for i, node, size, kind in index_ranges(model._nodes, model.inputs):   # e.g. Embedding ids
         check_range(xs[i], node, size, kind, f"{what}: input {model.inputs[i].name!r}")
     return xs, ys
 
 
 def _heads_and_labels(model, y, what):
-    """(output name, loss, its labels) for each output with a loss; ``y`` one array, or a list / dict of them."""
+    """(output name, output Blob, loss, its labels) for each output with a loss; ``y`` one array, or a list / dict
+    of them."""
     if model._heads is None:
-        return [(model.output_names[0], model.loss, y)]
+        return [(model.output_names[0], model.outputs[0], model.loss, y)]
     names = model.output_names
     if isinstance(y, dict):
         unknown = sorted(k for k in y if k not in names)
@@ -57,13 +53,13 @@ def _heads_and_labels(model, y, what):
             continue
         if label is None:
             raise InputError(f"{what}: y expected labels for output {h.name!r} (it has a loss), received none")
-        out.append((h.name, h.loss, label))
+        out.append((h.name, model.outputs[h.index], h.loss, label))
     return out
 
 
-def _check_label_range(model, out, loss, y, what):
+def _check_label_range(out, loss, y, what):
     if isinstance(loss, losses.SparseCategoricalCrossentropy) and y.size:
-        classes = model.outputs[model.output_names.index(out)].shape[-1]
+        classes = out.shape[-1]
         lo, hi = int(y.min()), int(y.max())
         if lo < 0 or hi >= classes:
             raise InputError(f"{what}: loss {loss.name!r} expected labels in [0, {classes}) for "
@@ -77,9 +73,8 @@ def _dataset_batches(ds, model):
         if not isinstance(item, tuple) or len(item) < 2:
             raise InputError("dataset: expected elements (x, y), received " + type(item).__name__)
         x, y = item[0], item[1]
-        labels = [da.check_labels(label, loss.label_spec(model.outputs[model.output_names.index(out)]),
-                                  f"dataset: output {out!r}") for out, loss, label in _heads_and_labels(model, y,
-                                                                                                        "dataset")]
+        labels = [da.check_labels(label, loss.label_spec(out), f"dataset: output {name!r}")
+                  for name, out, loss, label in _heads_and_labels(model, y, "dataset")]
         yield tuple(list(x) if isinstance(x, (list, tuple)) else [x]) + tuple(labels)
 
 
