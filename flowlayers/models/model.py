@@ -85,7 +85,10 @@ class Model:
         them, as one batch."""
         self._require_built("__call__")
         if isinstance(inputs, dict) and all(isinstance(b, Blob) for b in inputs.values()):
-            inputs = [inputs[n] if n in inputs else None for n in self.input_names]
+            if sorted(inputs) != sorted(self.input_names):
+                raise GraphError(f"Model {self.name!r}: expected Blobs for the inputs {self.input_names}, received "
+                                 f"them for {sorted(inputs)}")
+            inputs = [inputs[n] for n in self.input_names]
         given = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
         if not all(isinstance(b, Blob) for b in given):
             return self.predict_on_batch(inputs)
@@ -302,7 +305,7 @@ class Model:
             head_losses = []
             metric_blobs = [m.values(label, self.outputs[0]) for m in self.compiled_metrics]
         else:
-            labels, head_losses, metric_blobs = [], [], []
+            labels, head_losses, metric_blobs, per_example = [], [], [], None
             for h in self._heads:
                 if h.loss is None:          # an output without a loss takes no labels
                     continue
@@ -312,12 +315,9 @@ class Model:
                 if loss.ndim > 1:           # each output's mean over its elements, as Keras reduces it
                     loss = reduce_mean(loss, axis=list(range(1, loss.ndim)))
                 head_losses.append(weighed(loss))
+                share = head_losses[-1] * h.weight if h.weight != 1.0 else head_losses[-1]
+                per_example = share if per_example is None else per_example + share
                 metric_blobs += [m.values(label, out) for m in h.metrics]
-            weighted_losses = [l * w if w != 1.0 else l for l, w in
-                               zip(head_losses, [h.weight for h in self._heads if h.loss is not None])]
-            per_example = weighted_losses[0]
-            for l in weighted_losses[1:]:
-                per_example = per_example + l
         outputs = [per_example] + head_losses + metric_blobs
         return Program(self.inputs + labels + ([weight] if weighted else []), outputs, ["sum"] * len(outputs),
                        phase, loss=per_example if phase == "train" else None,
@@ -325,12 +325,10 @@ class Model:
                        name=f"{self.name}.{phase}")
 
     def _label_placeholder(self, head=None):
-        """The labels' placeholder of the only output, or of ``head``'s output (None: no loss, no labels)."""
+        """The labels' placeholder of the only output, or of ``head``'s output (one with a loss)."""
         if head is None:
             shape, dtype = self.loss.label_spec(self.outputs[0])
             return source.placeholder(shape, dtype, f"{self.name}/labels")
-        if head.loss is None:
-            return None
         shape, dtype = head.loss.label_spec(self.outputs[head.index])
         return source.placeholder(shape, dtype, f"{self.name}/{head.name}/labels")
 

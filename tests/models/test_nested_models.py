@@ -88,6 +88,8 @@ def test_transfer_learning_freezes_the_base_until_unfrozen(view, n):
 @pytest.mark.parametrize("call, error, message", [
     (lambda m, a, b: m([a, b]), flow.GraphError, r"expected 1 input Blob\(s\) \['input'\], received 2"),
     (lambda m, a, b: m(flow.Input((5,))), flow.ShapeError, r"input 'input' expected a Blob of shape \(None, 6\)"),
+    (lambda m, a, b: m({"image": a}), flow.GraphError, r"expected Blobs for the inputs \['input'\], received them "
+                                                       r"for \['image'\]"),
 ])
 def test_calling_a_model_wrongly_is_named(call, error, message):
     flow.clear_session()
