@@ -87,17 +87,11 @@ def load_variables(value_dict, ignore_mismatch=True):
         raise CheckpointError(f"flow.load_variables: {unknown[:5]}{' ...' if len(unknown) > 5 else ''} expected "
                               f"to name variables of this program, which has {mine[:8]}"
                               f"{' ...' if len(mine) > 8 else ''}; pass ignore_mismatch=True to skip them")
-    todo = {}
-    for name, value in value_dict.items():
-        if name in variables:
-            var, array = variables[name], np.asarray(_as_value(name, value, "flow.load_variables").numpy())
-            if array.shape != var.shape:
-                raise ShapeError(f"flow.load_variables: variable {name!r} expected a value of shape "
-                                 f"{describe_shape(var.shape)}, received {describe_shape(array.shape)}")
-            if (array.dtype.kind == "f") != var.dtype.is_floating:
-                raise DTypeError(f"flow.load_variables: variable {name!r} expected a value of dtype "
-                                 f"{var.dtype.name}, received {array.dtype}")
-            todo[name] = array
+    try:          # every value checked as its variable takes it before any is assigned
+        todo = {name: variables[name].checked(_as_value(name, value, "flow.load_variables").numpy())
+                for name, value in value_dict.items() if name in variables}
+    except (ShapeError, DTypeError) as e:
+        raise type(e)(f"flow.load_variables: {e}") from None
     for name, array in todo.items():
         variables[name].assign(array)
 

@@ -100,6 +100,13 @@ class Variable:
 
     def assign(self, value):
         """Set the full logical value; the engine reshards it to this variable's layout."""
+        value = self.checked(value)
+        if self._runtime is None:
+            self._live_handle()
+        self._runtime.write(self._handle, value)
+
+    def checked(self, value):
+        """``value`` as this variable takes it: its shape, and its dtype (numbers of the same kind are cast)."""
         value = np.asarray(value)
         if value.shape != self.shape:
             raise ShapeError(f"variable {self.path!r}: expected a value of shape {describe_shape(self.shape)}, "
@@ -108,10 +115,7 @@ class Variable:
                                                 or (value.dtype.kind == "f") != self.dtype.is_floating):
             raise DTypeError(f"variable {self.path!r}: expected a value of dtype {self.dtype.name}, received "
                              f"{value.dtype}")
-        value = value.astype(self.dtype.numpy)
-        if self._runtime is None:
-            self._live_handle()
-        self._runtime.write(self._handle, value)
+        return value.astype(self.dtype.numpy)
 
     def __repr__(self):
         return f"Variable({self.path!r}, shape={describe_shape(self.shape)}, dtype={self.dtype.name})"
