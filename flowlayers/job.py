@@ -212,27 +212,27 @@ class _Delivery:
 def watch(blob, handler):
     """OneFlow's ``flow.watch``: after each step of the job being built, ``handler`` receives ``blob``'s value
     (a numpy array; a list per device if the handler is annotated ``tp.ListNumpy`` in the mirrored view)."""
-    if not _builds:
-        raise GraphError("flow.watch: expected inside a function decorated with @flow.global_function")
-    if not isinstance(blob, Blob):
-        raise GraphError(f"flow.watch: expected a Blob to watch, received {type(blob).__name__}")
-    if not callable(handler):
-        raise GraphError(f"flow.watch: expected a callable handler for Blob {blob.name!r}, received {handler!r}")
-    _builds[-1].watched.append((blob, handler))
+    _watched("flow.watch", blob, handler, train_only=False).watched.append((blob, handler))
 
 
 def watch_diff(blob, handler):
     """OneFlow's ``flow.watch_diff``: after each step of the train job being built, ``handler`` receives the
     gradient of the loss the job minimises (its mean over the batch, as flowlayers trains) with respect to
     ``blob``, as one logical numpy array."""
-    if not _builds or _builds[-1].job_type != "train":
-        raise GraphError("flow.watch_diff: expected inside a function decorated with "
-                         "@flow.global_function(type='train'), where a loss is minimised")
+    _watched("flow.watch_diff", blob, handler, train_only=True).watched_diff.append((blob, handler))
+
+
+def _watched(what, blob, handler, train_only):
+    """The build a watch belongs to, once its Blob and handler are checked."""
+    if not _builds or (train_only and _builds[-1].job_type != "train"):
+        kind = "@flow.global_function(type='train'), where a loss is minimised" if train_only else \
+            "@flow.global_function"
+        raise GraphError(f"{what}: expected inside a function decorated with {kind}")
     if not isinstance(blob, Blob):
-        raise GraphError(f"flow.watch_diff: expected a Blob to watch, received {type(blob).__name__}")
+        raise GraphError(f"{what}: expected a Blob to watch, received {type(blob).__name__}")
     if not callable(handler):
-        raise GraphError(f"flow.watch_diff: expected a callable handler for Blob {blob.name!r}, received {handler!r}")
-    _builds[-1].watched_diff.append((blob, handler))
+        raise GraphError(f"{what}: expected a callable handler for Blob {blob.name!r}, received {handler!r}")
+    return _builds[-1]
 
 
 def _handler_mode(handler, view):

@@ -5,13 +5,14 @@
 """
 from . import dtypes
 from .errors import ConfigError
+from .framework import naming
 from .ops import elementwise as ew, nn, reduce
 
 
 class Loss:
     def __init__(self, from_logits=False, name=None):
         self.from_logits = from_logits
-        self.name = name or _snake(type(self).__name__)
+        self.name = name or naming.snake_case(type(self).__name__)
 
     def label_spec(self, y_pred):
         """(shape, dtype) of the label placeholder for predictions ``y_pred``."""
@@ -22,12 +23,6 @@ class Loss:
 
     def get_config(self):
         return {"name": self.name, "from_logits": self.from_logits}
-
-
-def _snake(name):
-    import re
-
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 EPSILON = 1e-7     # Keras' backend.epsilon(): probabilities are clipped into [EPSILON, 1 - EPSILON]

@@ -3,16 +3,15 @@
 Every device returns the sum of its values; the host adds them and divides
 by the number of examples seen, so a metric is the same in every view.
 """
-import re
-
 from . import dtypes
 from .errors import ConfigError
+from .framework import naming
 from .ops import elementwise as ew, reduce
 
 
 class Metric:
     def __init__(self, name=None):
-        self.name = name or re.sub(r"(?<!^)(?=[A-Z])", "_", type(self).__name__).lower()  # Keras' default names
+        self.name = name or naming.snake_case(type(self).__name__)     # Keras' default names
         self.reset_state()
 
     def values(self, y_true, y_pred):

@@ -7,6 +7,8 @@ A view is a plain value.  It is used in three interchangeable ways::
     with flow.scope.mirrored_view():                       # everything built inside
         model = build_model()
 """
+import re
+
 from .errors import ConfigError
 
 VIEWS = ("consistent", "mirrored")
@@ -91,8 +93,6 @@ class placement:  # noqa: N801 - OneFlow's name
 
 def _device_ids(ids, what):
     """``"m:a-b"`` / ``"m:a"`` or a list of them -> {(machine, device)}."""
-    import re
-
     items = ids if isinstance(ids, (list, tuple)) else [ids]
     out = set()
     for item in items:

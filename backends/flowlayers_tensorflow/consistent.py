@@ -311,7 +311,7 @@ class ConsistentExecutable(BaseExecutable):
         p, rt = self.program, self.runtime
         ctx = _DTensorContext(p.phase, step, self._seed, rt, plan)
         env = dict(zip(p.inputs, feeds))
-        grads, updates = [], []
+        grads, updates, watched = [], [], []
         if p.loss is not None:
             trainable = [self._handles[v.path] for v in p.trainable]
             with tf.GradientTape() as tape:
@@ -330,7 +330,7 @@ class ConsistentExecutable(BaseExecutable):
         for blob, mode in zip(p.outputs, p.output_modes):
             value = tf.reduce_sum(env[blob]) if mode == "sum" else env[blob]
             outs.append(dtensor.relayout(value, rt.replicated(value.shape.rank)))
-        outs += [dtensor.relayout(g, rt.replicated(g.shape.rank)) for g in (watched if p.loss is not None else [])]
+        outs += [dtensor.relayout(g, rt.replicated(g.shape.rank)) for g in watched]
         return outs, grads, updates
 
     def _run_update(self, batch, grads, updates, lr, step):

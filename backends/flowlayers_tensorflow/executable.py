@@ -211,9 +211,9 @@ def _idle(busy, modes):
     """What a replica without rows contributes, shaped after a busy replica's: no elements, zero gradients and
     state updates (left out of the updates' mean), zero sums and empty per-sample outputs."""
     _, grads, updates, outs = busy
+    sums = [tf.zeros_like(o) if m == "sum" else o[:0] for o, m in zip(outs, modes)]
     return (tf.constant(0.0), [tf.zeros_like(g) for g in grads], [tf.zeros_like(u) for u in updates],
-            [tf.zeros_like(o) if m == "sum" else o[:0] for o, m in zip(outs, modes)] + [g[:0] for g in
-                                                                                      outs[len(modes):]])
+            sums + [g[:0] for g in outs[len(modes):]])     # then no rows of the watched gradients
 
 
 def _mean(means, total, count, device):

@@ -33,10 +33,10 @@ class Layer:
         if name is not None:
             naming.reserve(name)
         self.name = name or naming.unique_name(naming.snake_case(type(self).__name__))
+        self._weights = []
         self.trainable = trainable
         self.input_shape_arg = None if input_shape is None else (batch_size,) + tuple(input_shape)
         self.built = False
-        self._weights = []
         self._feature_dims = None   # {axis: size} fixed by build; later calls must match
         self.output = None          # the Blob of the latest call (shown by Model.summary)
 
@@ -53,7 +53,7 @@ class Layer:
     def trainable(self, value):
         """``False`` freezes the layer's weights (Keras: compile again for it to take effect in fit)."""
         self._trainable = bool(value)
-        for w in getattr(self, "_weights", ()):
+        for w in self._weights:
             w.frozen = not self._trainable
 
     # Weights ------------------------------------------------------------

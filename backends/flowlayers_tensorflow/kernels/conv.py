@@ -104,5 +104,5 @@ def bias_add(node, x, b, ctx):
     return x + tf.reshape(b, shape)
 
 
-KERNELS = {"matmul": matmul, "conv2d": conv2d, "conv2d_transpose": conv2d_transpose, "max_pool2d": max_pool2d, "avg_pool2d": avg_pool2d,
-           "bias_add": bias_add}
+KERNELS = {"matmul": matmul, "conv2d": conv2d, "conv2d_transpose": conv2d_transpose, "max_pool2d": max_pool2d,
+           "avg_pool2d": avg_pool2d, "bias_add": bias_add}
