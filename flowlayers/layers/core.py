@@ -52,14 +52,24 @@ class _Merge(Layer):
             raise LayerError(f"layer {self.name!r} ({type(self).__name__}): expected a list of at least 2 Blobs, "
                              f"received {inputs!r}")
 
+    def _same_shapes(self, inputs):
+        self._check(inputs)
+        if any(x.shape != inputs[0].shape for x in inputs):
+            raise ShapeError(f"layer {self.name!r} ({type(self).__name__}): expected inputs of one shape, received "
+                             f"{[y.shape for y in inputs]}")
+        return inputs
+
+    def _fold(self, inputs, op):
+        """``op`` over inputs of one shape, left to right."""
+        out, *rest = self._same_shapes(inputs)
+        for x in rest:
+            out = op(out, x)
+        return out
+
 
 class Add(_Merge):
     def call(self, inputs):
-        self._check(inputs)
-        out = inputs[0]
-        for x in _same_shapes(self, inputs)[1:]:
-            out = elementwise.add(out, x)
-        return out
+        return self._fold(inputs, elementwise.add)
 
 
 class Subtract(_Merge):
@@ -69,32 +79,17 @@ class Subtract(_Merge):
         self._check(inputs)
         if len(inputs) != 2:
             raise LayerError(f"layer {self.name!r} (Subtract): expected exactly 2 inputs, received {len(inputs)}")
-        return elementwise.subtract(*_same_shapes(self, inputs))
+        return elementwise.subtract(*self._same_shapes(inputs))
 
 
 class Multiply(_Merge):
     def call(self, inputs):
-        self._check(inputs)
-        out, *rest = _same_shapes(self, inputs)
-        for x in rest:
-            out = elementwise.multiply(out, x)
-        return out
+        return self._fold(inputs, elementwise.multiply)
 
 
 class Average(_Merge):
     def call(self, inputs):
-        self._check(inputs)
-        out, *rest = _same_shapes(self, inputs)
-        for x in rest:
-            out = elementwise.add(out, x)
-        return elementwise.multiply(out, 1.0 / len(inputs))
-
-
-def _same_shapes(layer, inputs):
-    if any(x.shape != inputs[0].shape for x in inputs):
-        raise ShapeError(f"layer {layer.name!r} ({type(layer).__name__}): expected inputs of one shape, received "
-                         f"{[y.shape for y in inputs]}")
-    return inputs
+        return elementwise.multiply(self._fold(inputs, elementwise.add), 1.0 / len(inputs))
 
 
 class Rescaling(Layer):
