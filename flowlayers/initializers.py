@@ -128,13 +128,34 @@ _BY_NAME = {
 }
 
 
+_CLASSES = {cls.__name__: cls for cls in set(_BY_NAME.values())}
+
+
 def get(identifier, what="initializer"):
-    """An Initializer from an instance, a Keras name ('glorot_uniform') or None (None stays None)."""
+    """An Initializer from an instance, a Keras name ('glorot_uniform'), what ``serialize`` wrote
+    (``{"class_name": ..., "config": {...}}``) or None (None stays None)."""
     if identifier is None or isinstance(identifier, Initializer):
         return identifier
     if isinstance(identifier, str) and identifier.lower() in _BY_NAME:
         return _BY_NAME[identifier.lower()]()
+    if isinstance(identifier, dict) and identifier.get("class_name") in _CLASSES:
+        try:
+            return _CLASSES[identifier["class_name"]](**identifier.get("config", {}))
+        except TypeError as e:
+            raise LayerError(f"{what}: expected the arguments of {identifier['class_name']}, received "
+                             f"{identifier.get('config')!r} ({e})") from None
     raise LayerError(f"{what}: expected an initializer or one of {sorted(_BY_NAME)}, received {identifier!r}")
+
+
+def serialize(initializer):
+    """JSON for ``initializer`` that ``get`` turns back into it; None stays None."""
+    if initializer is None:
+        return None
+    import inspect
+
+    takes = inspect.signature(type(initializer)).parameters     # GlorotUniform, Zeros ... take none
+    config = {k: v for k, v in initializer.get_config().items() if k in takes}
+    return {"class_name": type(initializer).__name__, "config": config}
 
 
 # OneFlow-style factories

@@ -28,6 +28,9 @@ class Metric:
     def result(self):
         return self.total / self.count if self.count else 0.0
 
+    def get_config(self):
+        return {"name": self.name}
+
 
 def _float(b):
     return ew.cast(b, dtypes.float32)
@@ -47,6 +50,9 @@ class BinaryAccuracy(Metric):
     def __init__(self, name=None, threshold=0.5):
         self.threshold = threshold
         super().__init__(name)
+
+    def get_config(self):
+        return {**super().get_config(), "threshold": self.threshold}
 
     def values(self, y_true, y_pred):
         predicted = ew.cast(ew.greater(y_pred, self.threshold), y_true.dtype)

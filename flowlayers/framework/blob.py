@@ -10,12 +10,13 @@ from ..errors import SBPError, describe_shape
 
 
 class Blob:
-    __slots__ = ("node", "index", "shape", "dtype", "sbp", "__weakref__")
+    __slots__ = ("node", "index", "shape", "dtype", "sbp", "call", "__weakref__")
 
     def __init__(self, node, index, shape, dtype, sbp=None):
         self.node, self.index = node, index
         self.shape, self.dtype = tuple(shape), dtype
         self.sbp = sbp  # tuple, one SBP per mesh axis; None outside the consistent view
+        self.call = None  # (Call, output index) when a layer or model call returned this Blob
 
     @property
     def name(self):

@@ -59,6 +59,58 @@ def apply(op, inputs, attrs=None, name=None):
     return node.outputs[0] if len(node.outputs) == 1 else node.outputs
 
 
+class Call:
+    """One call of a layer or model on Blobs, kept on the Blobs it returned: what a whole-model save writes
+    (the op nodes between ``inputs`` and ``outputs`` are rebuilt by calling ``owner`` again)."""
+    __slots__ = ("owner", "inputs", "kwargs", "outputs")
+
+    def __init__(self, owner, inputs, kwargs, outputs):
+        self.owner, self.inputs, self.kwargs, self.outputs = owner, inputs, kwargs, outputs
+
+
+def record_call(owner, inputs, kwargs, outputs):
+    """Mark ``outputs`` (a Blob, or a list/tuple/dict of them) as returned by ``owner`` called on ``inputs``.
+    An output that is one of the inputs (an identity call) keeps what made it."""
+    flat = list(outputs.values()) if isinstance(outputs, dict) else \
+        list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+    given = {id(b) for b in (inputs if isinstance(inputs, (list, tuple)) else [inputs])}
+    call = Call(owner, inputs, dict(kwargs), flat)
+    for i, blob in enumerate(flat):
+        if isinstance(blob, Blob) and id(blob) not in given:
+            blob.call = (call, i)
+    return outputs
+
+
+def unit_of(blob):
+    """What made ``blob`` as its model sees it: the layer or model call that returned it, else its op node; with
+    ``blob``'s index among that unit's outputs."""
+    return blob.call if blob.call is not None else (blob.node, blob.index)
+
+
+def unit_inputs(unit):
+    if isinstance(unit, Call):
+        return list(unit.inputs) if isinstance(unit.inputs, (list, tuple)) else [unit.inputs]
+    return list(unit.inputs)
+
+
+def units(outputs):
+    """The calls and op nodes ``outputs`` need, each after those it reads (a layer's own ops are inside its
+    call); iterative, so deep models are fine."""
+    order, seen = [], set()
+    stack = [(unit_of(b)[0], False) for b in reversed(outputs)]
+    while stack:
+        unit, expanded = stack.pop()
+        if id(unit) in seen:
+            continue
+        if expanded:
+            seen.add(id(unit))
+            order.append(unit)
+            continue
+        stack.append((unit, True))
+        stack.extend((unit_of(x)[0], False) for x in reversed(unit_inputs(unit)))
+    return order
+
+
 def topo_sort(outputs):
     """Nodes needed for ``outputs``, producers before consumers (iterative: deep models are fine)."""
     order, seen = [], set()

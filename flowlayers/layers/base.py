@@ -112,9 +112,10 @@ class Layer:
             if not self.built:
                 self.build(_shapes(inputs))
                 self.built = True
+            recorded = dict(kwargs, training=training) if training is not None else dict(kwargs)
             if self.accepts_training:
                 kwargs["training"] = training
-            self.output = self.call(inputs, **kwargs)
+            self.output = graph.record_call(self, inputs, recorded, self.call(inputs, **kwargs))
             return self.output
 
     @property
@@ -154,7 +155,13 @@ class Layer:
         return self(Input(input_shape[1:], batch_size=input_shape[0])).shape
 
     def get_config(self):
+        """The constructor's arguments, as JSON values: ``type(layer).from_config(layer.get_config())`` makes the
+        same layer (a whole-model save relies on it, so a layer with its own arguments returns them here)."""
         return {"name": self.name, "trainable": self.trainable, "dtype": self.dtype.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name!r}>"

@@ -45,7 +45,9 @@ class _Conv(Layer):
     def get_config(self):
         return {**super().get_config(), "filters": self.filters, "kernel_size": self.kernel_size,
                 "strides": self.strides, "padding": self.padding.lower(), "data_format": self.data_format,
-                "activation": activations.name_of(self.activation), "use_bias": self.use_bias}
+                "activation": activations.name_of(self.activation), "use_bias": self.use_bias,
+                "kernel_initializer": initializers.serialize(self.kernel_initializer),
+                "bias_initializer": initializers.serialize(self.bias_initializer)}
 
 
 class Conv2D(_Conv):
@@ -142,3 +144,6 @@ class Conv2DTranspose(_Conv):
 
     def convolve(self, x, kernel):
         return conv.conv2d_transpose(x, kernel, self.strides, self.padding, self.data_format)
+
+    def get_config(self):
+        return {**super().get_config(), "output_padding": None, "dilation_rate": (1, 1)}

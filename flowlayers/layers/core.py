@@ -45,6 +45,9 @@ class Softmax(Layer):
     def call(self, x):
         return nn.softmax(x, axis=self.axis)
 
+    def get_config(self):
+        return {**super().get_config(), "axis": self.axis}
+
 
 class _Merge(Layer):
     def _check(self, inputs):
@@ -119,6 +122,9 @@ class Concatenate(_Merge):
         self._check(inputs)
         return shape_ops.concat(inputs, axis=self.axis)
 
+    def get_config(self):
+        return {**super().get_config(), "axis": self.axis}
+
 
 class Embedding(Layer):
     def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", **kwargs):
@@ -138,7 +144,8 @@ class Embedding(Layer):
         return embedding.gather(self.read(self.embeddings), ids)
 
     def get_config(self):
-        return {**super().get_config(), "input_dim": self.input_dim, "output_dim": self.output_dim}
+        return {**super().get_config(), "input_dim": self.input_dim, "output_dim": self.output_dim,
+                "embeddings_initializer": initializers.serialize(self.embeddings_initializer)}
 
 
 def add(inputs, **kwargs):

@@ -32,4 +32,5 @@ class Dense(Layer):
 
     def get_config(self):
         return {**super().get_config(), "units": self.units, "activation": activations.name_of(self.activation),
-                "use_bias": self.use_bias}
+                "use_bias": self.use_bias, "kernel_initializer": initializers.serialize(self.kernel_initializer),
+                "bias_initializer": initializers.serialize(self.bias_initializer)}

@@ -44,7 +44,8 @@ class BatchNormalization(Layer):
 
     def get_config(self):
         return {**super().get_config(), "axis": self.axis, "momentum": self.momentum, "epsilon": self.epsilon,
-                "center": self.center, "scale": self.scale}
+                "center": self.center, "scale": self.scale,
+                **{f"{k}_initializer": initializers.serialize(v) for k, v in self.inits.items()}}
 
 
 class LayerNormalization(Layer):
@@ -72,4 +73,6 @@ class LayerNormalization(Layer):
         return norm.layer_norm(x, gamma, beta, self.axis, self.epsilon)
 
     def get_config(self):
-        return {**super().get_config(), "axis": self.axis, "epsilon": self.epsilon}
+        return {**super().get_config(), "axis": self.axis, "epsilon": self.epsilon, "center": self.center,
+                "scale": self.scale, "gamma_initializer": initializers.serialize(self.gamma_initializer),
+                "beta_initializer": initializers.serialize(self.beta_initializer)}

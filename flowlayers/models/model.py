@@ -17,13 +17,13 @@ from .. import dtypes, engine, losses as losses_mod, metrics as metrics_mod, opt
 from ..errors import CheckpointError, GraphError, InputError, ShapeError, describe_shape
 from ..framework import checkpoint_format as checkpoint
 from ..framework.blob import Blob
-from ..framework.graph import apply, layer_scope, topo_sort
+from ..framework.graph import Call, apply, layer_scope, record_call, topo_sort, units
 from ..framework.program import Program
 from ..ops import source
 from ..ops.reduce import reduce_mean
 from ..ops.shape import reshape
 from ..parallel import report
-from . import heads as heads_mod, summary as summary_mod, training
+from . import heads as heads_mod, saving, summary as summary_mod, training
 from .weights import assign_all
 
 
@@ -59,10 +59,11 @@ class Model:
                 raise GraphError(f"Model {self.name!r}: the outputs depend on input {node.name!r}, which is not in "
                                  f"inputs=[{', '.join(x.name for x in self.inputs)}]")
         self._nodes = nodes
-        self._layers = []
-        for node in nodes:
-            if node.layer is not None and all(node.layer is not l for l in self._layers):
-                self._layers.append(node.layer)
+        self._layers = []     # as Keras lists them: what was called, a nested model as one
+        for unit in units(self.outputs):
+            owner = unit.owner if isinstance(unit, Call) else unit.layer
+            if owner is not None and all(owner is not l for l in self._layers):
+                self._layers.append(owner)
 
     @property
     def built(self):
@@ -113,8 +114,10 @@ class Model:
                 values[id(node), old.index] = new
         results = [values[id(b.node), b.index] for b in self.outputs]
         if self._output_keys:
-            return dict(zip(self._output_keys, results))
-        return results[0] if self._single_output else results
+            results = dict(zip(self._output_keys, results))
+        elif self._single_output:
+            results = results[0]
+        return record_call(self, given, {} if training is None else {"training": bool(training)}, results)
 
     # Layers and weights --------------------------------------------------
     @property
@@ -140,6 +143,15 @@ class Model:
                 seen.add(id(w))
                 out.append(w)
         return out
+
+    @property
+    def output(self):
+        """The one output Blob of this model's own graph (Keras' ``model.output``)."""
+        self._require_built("output")
+        if len(self.outputs) != 1:
+            raise GraphError(f"Model {self.name!r}: output expected a model with one output, received "
+                             f"{len(self.outputs)} outputs; use model.outputs")
+        return self.outputs[0]
 
     @property
     def trainable_weights(self):
@@ -190,17 +202,15 @@ class Model:
                                   f"overwrite=False; expected a new path, or pass overwrite=True")
         self._save_checkpoint(filepath)
 
-    def save(self, filepath, *args, **kwargs):
-        """Keras' whole-model save (architecture, weights, optimizer) is not implemented: refused, never done
-        partly.  ``save_weights`` saves the weights and optimizer state of a model rebuilt in code."""
-        raise CheckpointError(f"Model {self.name!r}.save({os.fspath(filepath)!r}): saving the whole model "
-                              f"(architecture with weights) is not supported yet; expected save_weights(filepath), "
-                              f"with the model rebuilt in code before load_weights")
+    def save(self, filepath, overwrite=True, zipped=None, **kwargs):
+        """The whole model - architecture, compile settings, weights, optimizer state - into directory
+        ``filepath``; ``flow.models.load_model(filepath)`` gives it back in any view (``saving.py``)."""
+        saving.save_model(self, filepath, overwrite, zipped, **kwargs)
 
-    def _save_checkpoint(self, filepath, position=None):
+    def _save_checkpoint(self, filepath, position=None, extra_state=None):
         self._require_built("save_weights")
         variables = self._checkpoint_variables()
-        checkpoint.save(filepath, variables, checkpoint.state(self._optimizers(), position))
+        checkpoint.save(filepath, variables, {**checkpoint.state(self._optimizers(), position), **(extra_state or {})})
 
     def load_weights(self, filepath, **kwargs):
         """Weights and, if saved by the same kind of optimizer, its slots and step, resharded to the view in force.

@@ -34,7 +34,7 @@ def summary(model):
     sbps = _planned_sbps(model, mesh) if mesh else {}
     rows = [("Layer (type)", "Output shape", "SBP" if mesh else "", "Param #", "Per device")]
     for layer in model.layers:
-        out = getattr(layer, "output", None)
+        out = layer.outputs[0] if hasattr(layer, "outputs") else layer.output     # a nested model: its first
         shape = describe_shape(out.shape) if out is not None else "?"
         sbp = format_nd(sbps[out]) if out in sbps else ""
         params = sum(math.prod(w.shape) for w in layer.weights)
