@@ -5,7 +5,7 @@
     flow.config.set_view("consistent")   # or "mirrored"
 """
 from . import (activations, callbacks, checkpoint, config, data, distribute, initializers, losses, math, metrics,
-               nn, optimizer, optimizers, sbp, scope, train, typing)
+               nn, optimizer, optimizers, regularizers, sbp, scope, train, typing)
 from . import distribute as distribute_mod
 from . import layers
 from .dtypes import bfloat16, double, float, float16, float32, float64, int8, int32, int64  # noqa: A004
@@ -51,15 +51,36 @@ def sync_default_session():
     asynchronous job's result is then held for its callback), so nothing is pending when this returns."""
 
 
-def get_variable(name, shape, dtype=None, initializer=None, trainable=True, distribute=None):
-    """OneFlow's ``get_variable`` inside a job function: the variable ``name``, made once and shared by name;
-    ``distribute=flow.distribute.split(k)`` splits it along dim ``k`` in the consistent view."""
+def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=None, trainable=None, model_name=None,
+                 random_seed=None, distribute=None, reuse=True):
+    """OneFlow's ``get_variable`` inside a job function: the variable ``name``, made once and shared by name
+    (``reuse=False``: a second request is an error).  ``distribute=flow.distribute.split(k)`` splits it along dim
+    ``k`` in the consistent view; ``regularizer`` (``flow.regularizers.l2(...)``) adds OneFlow's penalty to what
+    training minimises; ``random_seed`` draws its initial value from that seed instead of the global one."""
     from . import dtypes as _dtypes
+    from .errors import ConfigError, GraphError
     from .framework.variable import store
     from .ops import source
 
+    where = f"flow.get_variable({name!r})"
+    if shape is None:
+        raise ConfigError(f"{where}: shape expected a tuple of ints, received None")
+    if model_name is not None:
+        raise ConfigError(f"{where}: model_name={model_name!r} is not supported (it named the blob inside OneFlow's "
+                          f"legacy variable op); expected None: the variable is known by its name")
+    if random_seed is not None and (isinstance(random_seed, bool) or not isinstance(random_seed, int)):
+        raise ConfigError(f"{where}: random_seed expected an int or None, received {random_seed!r}")
+    if not isinstance(reuse, bool):
+        raise ConfigError(f"{where}: reuse expected True or False, received {reuse!r}")
+    if not reuse and name in store.variables:
+        raise GraphError(f"{where}: reuse=False expected no variable of that name, received one that exists "
+                         f"({store.variables[name]!r}); pass reuse=True to share it, or choose another name")
     if distribute is not None:
-        distribute_mod.check(distribute, f"flow.get_variable({name!r}): distribute")
+        distribute_mod.check(distribute, f"{where}: distribute")
+    made = name not in store.variables
     var = store.get(name, tuple(shape), _dtypes.as_dtype(dtype), initializers.get(initializer) or
-                    initializers.GlorotUniform(), trainable, distribute)
+                    initializers.GlorotUniform(), True if trainable is None else bool(trainable), distribute)
+    if made:
+        var.regularizer = regularizers.get(regularizer, f"{where}: regularizer", convention="oneflow")
+        var.random_seed = random_seed
     return source.variable(var)

@@ -11,7 +11,7 @@ import typing
 
 import numpy as np
 
-from . import config, dtypes, engine, scope
+from . import config, dtypes, engine, regularizers, scope
 from .errors import ConfigError, DTypeError, GraphError, InputError, describe_shape
 from .framework.blob import Blob
 from .framework.program import Program
@@ -126,6 +126,8 @@ class JobFunction:
                 inputs = [self._placeholder(name, ph, view) for name, ph in self.params]
                 result = self.fn(*inputs)
                 build = _builds[-1]
+                if build.loss is not None:      # OneFlow applies regularizers in the update; so does the loss here
+                    build.loss = regularizers.penalized(build.loss)
             finally:
                 _builds.pop()
                 layer_base._build_in_store.pop()

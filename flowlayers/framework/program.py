@@ -40,7 +40,7 @@ class Program:
         if self.gradients and self.loss is None:
             raise GraphError(f"{self.name!r}: gradients of Blobs expected in a step with a loss, received none")
         roots = list(self.outputs) + ([self.loss] if self.loss is not None else [])
-        self.nodes = topo_sort(roots)
+        self.nodes = topo_sort(roots + list(self.inputs))     # an input no output reads is still fed
         for node in self.nodes:
             if node.op.name == "placeholder" and not any(node is x.node for x in self.inputs):
                 raise GraphError(f"placeholder {node.name!r} is needed by the outputs but is not an input of "

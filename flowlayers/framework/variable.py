@@ -30,6 +30,8 @@ class Variable:
         self._runtime, self._handle, self._layout = None, None, None
         self.layout_of = None   # another Variable whose layout this one follows (optimizer slots)
         self.distribute = None  # OneFlow's per-variable layout (flow.distribute.split(k)); wins over layout rules
+        self.regularizer = None     # a flow.regularizers.* penalty added to the loss while this variable trains
+        self.random_seed = None     # OneFlow's get_variable(random_seed=...): draws its initial value instead
         _live.add(self)
 
     @property
@@ -47,7 +49,8 @@ class Variable:
 
     def seed(self):
         """Two int32 seeds from the global seed and the path: the same draw in every view and device count."""
-        digest = hashlib.sha256(f"{config.seed()}:{self.path}".encode()).digest()
+        seed = config.seed() if self.random_seed is None else f"own {self.random_seed}"
+        digest = hashlib.sha256(f"{seed}:{self.path}".encode()).digest()
         return [int.from_bytes(digest[i:i + 4], "little") & 0x7FFFFFFF for i in (0, 4)]
 
     # Layouts ------------------------------------------------------------

@@ -57,8 +57,9 @@ class Layer:
             w.frozen = not self._trainable
 
     # Weights ------------------------------------------------------------
-    def add_weight(self, name, shape, initializer="zeros", dtype=None, trainable=True):
-        from .. import initializers
+    def add_weight(self, name, shape, initializer="zeros", dtype=None, trainable=True, regularizer=None):
+        """A weight at ``<layer>/<name>``; ``regularizer`` (Keras') adds its penalty to the loss while it trains."""
+        from .. import initializers, regularizers
 
         path = f"{self.name}/{name}"
         dtype = dtypes.as_dtype(dtype or self.dtype)
@@ -68,6 +69,7 @@ class Layer:
         else:
             var = Variable(path, shape, dtype, init, trainable)
         var.frozen = not self.trainable
+        var.regularizer = regularizers.get(regularizer, f"layer {self.name!r}: {name} regularizer")
         self._weights.append(var)
         return var
 

@@ -1,6 +1,6 @@
 """Conv2D: 2-D convolution with a (kh, kw, in, out) kernel, channels first or last; Conv1D with a
 (k, in, out) kernel, run as a Conv2D over rows of height 1."""
-from .. import activations, initializers
+from .. import activations, initializers, regularizers
 from ..errors import LayerError
 from ..ops import conv, shape as shape_ops
 from .base import Layer
@@ -12,7 +12,7 @@ class _Conv(Layer):
     channels_axis = None        # the input's channel axis for the data format; None: conv.channel_axis
 
     def __init__(self, filters, kernel_size, strides, padding, data_format, activation, use_bias, kernel_initializer,
-                 bias_initializer, **kwargs):
+                 bias_initializer, kernel_regularizer=None, bias_regularizer=None, **kwargs):
         super().__init__(**kwargs)
         self.what = what = f"layer {self.name!r} ({type(self).__name__})"
         if isinstance(filters, bool) or not isinstance(filters, int) or filters <= 0:
@@ -23,6 +23,8 @@ class _Conv(Layer):
         self.use_bias = use_bias
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
+        self.kernel_regularizer = regularizers.get(kernel_regularizer, f"{what}: kernel_regularizer")
+        self.bias_regularizer = regularizers.get(bias_regularizer, f"{what}: bias_regularizer")
 
     def _channel_axis(self):
         return conv.channel_axis(self.data_format)
@@ -32,8 +34,10 @@ class _Conv(Layer):
         if input_shape[axis] is None:
             raise LayerError(f"{self.what}: expected a known channel count on axis {axis} ({self.data_format}), "
                              f"received shape {input_shape}")
-        self.kernel = self.add_weight("kernel", self.kernel_shape(input_shape[axis]), self.kernel_initializer)
-        self.bias = self.add_weight("bias", (self.filters,), self.bias_initializer) if self.use_bias else None
+        self.kernel = self.add_weight("kernel", self.kernel_shape(input_shape[axis]), self.kernel_initializer,
+                                      regularizer=self.kernel_regularizer)
+        self.bias = self.add_weight("bias", (self.filters,), self.bias_initializer,
+                                    regularizer=self.bias_regularizer) if self.use_bias else None
         self.fix_feature_dims(**{f"axis_{axis}": input_shape[axis]})
 
     def call(self, x):
@@ -47,7 +51,9 @@ class _Conv(Layer):
                 "strides": self.strides, "padding": self.padding.lower(), "data_format": self.data_format,
                 "activation": activations.name_of(self.activation), "use_bias": self.use_bias,
                 "kernel_initializer": initializers.serialize(self.kernel_initializer),
-                "bias_initializer": initializers.serialize(self.bias_initializer)}
+                "bias_initializer": initializers.serialize(self.bias_initializer),
+                "kernel_regularizer": regularizers.serialize(self.kernel_regularizer),
+                "bias_regularizer": regularizers.serialize(self.bias_regularizer)}
 
 
 class Conv2D(_Conv):
@@ -55,9 +61,9 @@ class Conv2D(_Conv):
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", data_format="channels_last",
                  dilation_rate=1, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", **kwargs):
+                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None, **kwargs):
         super().__init__(filters, kernel_size, strides, padding, data_format, activation, use_bias, kernel_initializer,
-                         bias_initializer, **kwargs)
+                         bias_initializer, kernel_regularizer, bias_regularizer, **kwargs)
         self.kernel_size = conv.pair(kernel_size, self.what, "kernel_size")
         self.strides = conv.pair(strides, self.what, "strides")
         self.dilation_rate = conv.pair(dilation_rate, self.what, "dilation_rate")
@@ -80,9 +86,9 @@ class Conv1D(_Conv):
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", data_format="channels_last",
                  dilation_rate=1, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", **kwargs):
+                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None, **kwargs):
         super().__init__(filters, kernel_size, strides, padding, data_format, activation, use_bias, kernel_initializer,
-                         bias_initializer, **kwargs)
+                         bias_initializer, kernel_regularizer, bias_regularizer, **kwargs)
         self.kernel_size, self.strides, self.dilation_rate = (
             _one(v, self.what, name) for v, name in ((kernel_size, "kernel_size"), (strides, "strides"),
                                                     (dilation_rate, "dilation_rate")))
@@ -128,9 +134,10 @@ class Conv2DTranspose(_Conv):
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", output_padding=None,
                  data_format="channels_last", dilation_rate=1, activation=None, use_bias=True,
-                 kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros", kernel_regularizer=None,
+                 bias_regularizer=None, **kwargs):
         super().__init__(filters, kernel_size, strides, padding, data_format, activation, use_bias, kernel_initializer,
-                         bias_initializer, **kwargs)
+                         bias_initializer, kernel_regularizer, bias_regularizer, **kwargs)
         if output_padding is not None:
             raise LayerError(f"{self.what}: output_padding={output_padding!r} is not supported; expected None")
         if conv.pair(dilation_rate, self.what, "dilation_rate") != (1, 1):

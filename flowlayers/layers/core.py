@@ -1,6 +1,6 @@
 """Small layers: Dropout, Activation, ReLU, Softmax, Rescaling, the merges (Add, Subtract, Multiply, Average,
 Concatenate, and Keras' functional forms add(...) etc.), Embedding."""
-from .. import activations, initializers
+from .. import activations, initializers, regularizers
 from ..errors import LayerError, ShapeError
 from ..ops import elementwise, embedding, nn, shape as shape_ops
 from .base import Layer
@@ -127,7 +127,7 @@ class Concatenate(_Merge):
 
 
 class Embedding(Layer):
-    def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", **kwargs):
+    def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", embeddings_regularizer=None, **kwargs):
         super().__init__(**kwargs)
         for what, v in (("input_dim", input_dim), ("output_dim", output_dim)):
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
@@ -135,17 +135,20 @@ class Embedding(Layer):
         self.input_dim, self.output_dim = input_dim, output_dim
         init = "random_uniform" if embeddings_initializer == "uniform" else embeddings_initializer
         self.embeddings_initializer = initializers.get(init)
+        self.embeddings_regularizer = regularizers.get(embeddings_regularizer,
+                                                       f"layer {self.name!r}: embeddings_regularizer")
 
     def build(self, input_shape):
         self.embeddings = self.add_weight("embeddings", (self.input_dim, self.output_dim),
-                                          self.embeddings_initializer)
+                                          self.embeddings_initializer, regularizer=self.embeddings_regularizer)
 
     def call(self, ids):
         return embedding.gather(self.read(self.embeddings), ids)
 
     def get_config(self):
         return {**super().get_config(), "input_dim": self.input_dim, "output_dim": self.output_dim,
-                "embeddings_initializer": initializers.serialize(self.embeddings_initializer)}
+                "embeddings_initializer": initializers.serialize(self.embeddings_initializer),
+                "embeddings_regularizer": regularizers.serialize(self.embeddings_regularizer)}
 
 
 def add(inputs, **kwargs):

@@ -1,5 +1,5 @@
 """Dense: ``activation(x @ kernel + bias)`` over the last axis."""
-from .. import activations, initializers
+from .. import activations, initializers, regularizers
 from ..errors import LayerError
 from ..ops import conv, matmul
 from .base import Layer
@@ -9,7 +9,7 @@ class Dense(Layer):
     min_ndim = 2
 
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", **kwargs):
+                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None, **kwargs):
         super().__init__(**kwargs)
         if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
             raise LayerError(f"layer {self.name!r} (Dense): units expected a positive int, received {units!r}; "
@@ -18,10 +18,14 @@ class Dense(Layer):
         self.activation = activations.get(activation, f"layer {self.name!r}: activation")
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
+        self.kernel_regularizer = regularizers.get(kernel_regularizer, f"layer {self.name!r}: kernel_regularizer")
+        self.bias_regularizer = regularizers.get(bias_regularizer, f"layer {self.name!r}: bias_regularizer")
 
     def build(self, input_shape):
-        self.kernel = self.add_weight("kernel", (input_shape[-1], self.units), self.kernel_initializer)
-        self.bias = self.add_weight("bias", (self.units,), self.bias_initializer) if self.use_bias else None
+        self.kernel = self.add_weight("kernel", (input_shape[-1], self.units), self.kernel_initializer,
+                                      regularizer=self.kernel_regularizer)
+        self.bias = self.add_weight("bias", (self.units,), self.bias_initializer,
+                                    regularizer=self.bias_regularizer) if self.use_bias else None
         self.fix_feature_dims(last=input_shape[-1])
 
     def call(self, x):
@@ -33,4 +37,6 @@ class Dense(Layer):
     def get_config(self):
         return {**super().get_config(), "units": self.units, "activation": activations.name_of(self.activation),
                 "use_bias": self.use_bias, "kernel_initializer": initializers.serialize(self.kernel_initializer),
-                "bias_initializer": initializers.serialize(self.bias_initializer)}
+                "bias_initializer": initializers.serialize(self.bias_initializer),
+                "kernel_regularizer": regularizers.serialize(self.kernel_regularizer),
+                "bias_regularizer": regularizers.serialize(self.bias_regularizer)}

@@ -13,7 +13,7 @@ The same model runs in every view; the view in force when ``compile``
 import contextlib
 import os
 
-from .. import dtypes, engine, losses as losses_mod, metrics as metrics_mod, optimizers as optimizers_mod
+from .. import dtypes, engine, losses as losses_mod, metrics as metrics_mod, optimizers as optimizers_mod, regularizers
 from ..errors import CheckpointError, GraphError, InputError, ShapeError, describe_shape
 from ..framework import checkpoint_format as checkpoint
 from ..framework.blob import Blob
@@ -328,6 +328,7 @@ class Model:
                 share = head_losses[-1] * h.weight if h.weight != 1.0 else head_losses[-1]
                 per_example = share if per_example is None else per_example + share
                 metric_blobs += [m.values(label, out) for m in h.metrics]
+        per_example = regularizers.penalized(per_example)     # Keras: the reported loss includes the penalties
         outputs = [per_example] + head_losses + metric_blobs
         return Program(self.inputs + labels + ([weight] if weighted else []), outputs, ["sum"] * len(outputs),
                        phase, loss=per_example if phase == "train" else None,

@@ -13,9 +13,10 @@ IMAGE, SEQUENCE, FLAT = (5, 6, 2), (7, 3), (6,)
 
 # class -> (constructor arguments other than the defaults, the per-example input shape (a list: several inputs))
 EXAMPLES = {
-    L.Dense: (dict(units=3, activation="tanh", use_bias=False, kernel_initializer="he_normal"), FLAT),
+    L.Dense: (dict(units=3, activation="tanh", use_bias=False, kernel_initializer="he_normal",
+                   kernel_regularizer=flow.regularizers.L1L2(0.01, 0.02)), FLAT),
     L.Conv2D: (dict(filters=2, kernel_size=(3, 2), strides=(1, 2), padding="same", dilation_rate=1,
-                    activation="relu", bias_initializer="ones"), IMAGE),
+                    activation="relu", bias_initializer="ones", bias_regularizer="l2"), IMAGE),
     L.Conv1D: (dict(filters=2, kernel_size=3, padding="causal", dilation_rate=2), SEQUENCE),
     L.Conv2DTranspose: (dict(filters=2, kernel_size=3, strides=2, padding="same"), IMAGE),
     L.MaxPool2D: (dict(pool_size=2, strides=1, padding="same"), IMAGE),
@@ -30,7 +31,8 @@ EXAMPLES = {
     L.BatchNormalization: (dict(momentum=0.9, epsilon=1e-2, center=False, gamma_initializer="random_normal"),
                            IMAGE),
     L.LayerNormalization: (dict(axis=[-2, -1], epsilon=1e-4, scale=False), IMAGE),
-    L.Embedding: (dict(input_dim=10, output_dim=4, embeddings_initializer="glorot_uniform"), (3,)),
+    L.Embedding: (dict(input_dim=10, output_dim=4, embeddings_initializer="glorot_uniform",
+                       embeddings_regularizer=flow.regularizers.l1(0.1)), (3,)),
     L.Activation: (dict(activation="gelu"), FLAT),
     L.ReLU: (dict(), FLAT),
     L.Softmax: (dict(axis=-1), FLAT),
