@@ -207,6 +207,49 @@ def out_of_range(r):
     r.job(r.copies(r.x[:r.per]), r.copies(r.bad_labels))
 
 
+def load_model_of_custom_layer(r):
+    class Twice(flow.layers.Layer):
+        def call(self, x):
+            return x * 2.0
+
+    x = flow.Input((3,))
+    flow.Model(x, Twice(name="twice")(x)).save(r.tmp / "custom")
+    flow.models.load_model(r.tmp / "custom")
+
+
+def load_model_of_weights_only(r):
+    r.model.save_weights(r.tmp / "weights")
+    flow.models.load_model(r.tmp / "weights")
+
+
+def job_with(body):
+    """A predict job function whose body makes the mistake while it is built (at its first call)."""
+    def mistake(r):
+        @flow.global_function(type="predict")
+        def mistaken(x: tp.Numpy.Placeholder((4, 8))) -> tp.Numpy:
+            return body(x)
+        mistaken(np.zeros((4, 8), np.float32))
+    return mistake
+
+
+def split_job(r):
+    x = flow.Input((4,))
+    flow.config.set_mesh(data=1, model=2)
+    try:
+        flow.Model(x, flow.layers.Dense(2)(x)).outputs[0].with_distribute(flow.distribute.split(0))
+    finally:
+        flow.config.set_mesh()
+
+
+def _placed(x, devices):
+    with flow.scope.placement("cpu", devices):
+        return flow.layers.dense(x, 2, name="placed")
+
+
+def load_variables_mismatch(r):
+    flow.load_variables({"hidden/kernel": np.zeros((3, 3), np.float32)}, ignore_mismatch=False)
+
+
 @dataclass
 class Case:
     id: str
@@ -341,6 +384,61 @@ CASES = [
     Case("job_devices_beyond_this_process", lambda r: flow.config.gpu_device_num(64), flow.ConfigError,
          lambda r: ("gpu_device_num(64)", f"at most {devices_here()} devices", "received 64"),
          "in a new process set FLOWLAYERS_CPU_DEVICES=64", face="job"),
+    # Keras face: arguments of fit, compile, save and load_model; layers' arguments
+    Case("fit_unknown_keyword", lambda r: r.model.fit(r.x, r.y, epoch=2, verbose=0), flow.InputError,
+         lambda r: ("Model 'model'.fit", "['epoch']"), "check the spelling against Keras' fit arguments"),
+    Case("compile_unknown_keyword", lambda r: r.model.compile("sgd", "mse", metric=["acc"]), flow.InputError,
+         lambda r: ("Model 'model'.compile", "['metric']"), "unexpected keyword"),
+    Case("fit_labels_not_integral", lambda r: fit(r, r.x, r.y + 0.5), flow.InputError,
+         lambda r: ("Model 'model'.fit", "y expected integer values", "non-integral value 6.5"),
+         "class ids must be whole numbers"),
+    Case("fit_sample_weight_length", lambda r: r.model.fit(r.x, r.y, sample_weight=np.ones(5), verbose=0),
+         flow.InputError, lambda r: ("sample_weight", "32", "(5,)"), "one per sample"),
+    Case("save_zipped", lambda r: r.model.save(r.tmp / "m", zipped=True), flow.ConfigError,
+         lambda r: ("Model 'model'.save", "zipped=True", "zipped=None or False"), "writes the model as a directory"),
+    Case("save_hdf5", lambda r: r.model.save(r.tmp / "m.h5"), flow.CheckpointError,
+         lambda r: ("m.h5", "HDF5", "'model.keras'"), "flowlayers writes a directory there"),
+    Case("save_weights_overwrite", lambda r: (r.model.save_weights(r.tmp / "w"),
+                                              r.model.save_weights(r.tmp / "w", overwrite=False)), flow.CheckpointError,
+         lambda r: ("save_weights", "exists and overwrite=False", "a new path"), "pass overwrite=True"),
+    Case("load_model_of_weights_only", load_model_of_weights_only, flow.CheckpointError,
+         lambda r: ("load_model", "a whole model saved by model.save", "a checkpoint of weights only"),
+         "rebuild the model in code and call load_weights"),
+    Case("load_model_custom_layer", load_model_of_custom_layer, flow.CheckpointError,
+         lambda r: ("layer 'twice'", "class 'Twice'", "not one of flowlayers'"), "custom_objects={'Twice': Twice}"),
+    Case("load_model_safe_mode", lambda r: flow.models.load_model(r.tmp / "any", safe_mode=False),
+         flow.ConfigError, lambda r: ("load_model", "safe_mode=False", "safe_mode=True"), "holds no code"),
+    Case("model_called_on_other_shape", lambda r: r.model(flow.Input((2, 8, 8))), flow.ShapeError,
+         lambda r: ("Model 'model'", "(None, 1, 8, 8)", "(None, 2, 8, 8)"), "input 'input"),
+    Case("regularizer_unknown", lambda r: flow.layers.Dense(2, kernel_regularizer="l3"), flow.LayerError,
+         lambda r: ("kernel_regularizer", "'l1l2'", "'l3'"), "flow.regularizers.*"),
+    Case("conv2d_transpose_output_padding", lambda r: flow.layers.Conv2DTranspose(2, 3, output_padding=1),
+         flow.LayerError, lambda r: ("Conv2DTranspose", "output_padding=1", "None"), "is not supported"),
+    Case("upsampling_interpolation", lambda r: flow.layers.UpSampling2D(interpolation="bilinear"), flow.LayerError,
+         lambda r: ("UpSampling2D", "'nearest'", "'bilinear'"), "interpolation"),
+    Case("subtract_three_inputs", lambda r: flow.layers.Subtract()([flow.Input((2,))] * 3), flow.LayerError,
+         lambda r: ("Subtract", "exactly 2 inputs", "received 3"), "exactly 2"),
+    Case("load_mnist_data_format", lambda r: flow.data.load_mnist(100, 100, data_format="NWHC"), flow.InputError,
+         lambda r: ("load_mnist", "'NCHW' or 'NHWC'", "'NWHC'"), "data_format"),
+    # OneFlow face: get_variable, placement, distribute, watch, model I/O
+    Case("get_variable_model_name", job_with(lambda x: flow.get_variable("w", (8, 2), model_name="weight")),
+         flow.ConfigError, lambda r: ("flow.get_variable('w')", "model_name='weight'", "expected None"),
+         "known by its name", face="job"),
+    Case("get_variable_reuse", job_with(lambda x: flow.get_variable("hidden/kernel", (64, 5), reuse=False)),
+         flow.GraphError, lambda r: ("flow.get_variable('hidden/kernel')", "reuse=False", "one that exists"),
+         "pass reuse=True to share it", face="job"),
+    Case("placement_on_a_subset", job_with(lambda x: _placed(x, "0:0")), flow.ConfigError,
+         lambda r: ("placement", "'0:0'"), "devices", views=(M2, C2), face="job"),
+    Case("dense_model_distribute", job_with(lambda x: flow.layers.dense(x, 4, model_distribute=flow.distribute.split(2))),
+         flow.SBPError, lambda r: ("flow.layers.dense", "split(0), split(1) or broadcast()", "split(2)"),
+         "model_distribute", face="job"),
+    Case("with_distribute_on_two_axes", split_job, flow.SBPError,
+         lambda r: ("with_distribute", "a one-axis mesh", "['data', 'model']"), "with_sbp", views=(C2,)),
+    Case("watch_outside_job", lambda r: flow.watch(flow.Input((2,)), print), flow.GraphError,
+         lambda r: ("flow.watch", "expected inside a function decorated"), "@flow.global_function", face="job"),
+    Case("load_variables_mismatch", load_variables_mismatch, flow.ShapeError,
+         lambda r: ("flow.load_variables", "'hidden/kernel'", "(64, 5)", "(3, 3)"), "expected a value of shape",
+         face="job"),
 ]
 
 

@@ -15,15 +15,16 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
     """OneFlow's ``flow.layers.dense``.  ``model_distribute=flow.distribute.split(0)`` splits the units over the
     devices (OneFlow's weight is ``(units, in)``; here the kernel is ``(in, units)``, split along its dim 1, and
     the bias with it); ``split(1)`` splits the inputs (the kernel's dim 0; the bias stays whole)."""
+    where = f"flow.layers.dense(name={name!r})" if name else "flow.layers.dense"
     if model_distribute is not None:
-        distribute.check(model_distribute, f"flow.layers.dense({name!r}): model_distribute")
+        distribute.check(model_distribute, f"{where}: model_distribute")
         if model_distribute.axis not in (None, 0, 1):
-            raise SBPError(f"flow.layers.dense({name!r}): model_distribute expected split(0), split(1) or "
+            raise SBPError(f"{where}: model_distribute expected split(0), split(1) or "
                            f"broadcast() of its (units, in) weight, received {model_distribute!r}")
     layer = Dense(units, activation=activation, use_bias=use_bias,
                   kernel_initializer=kernel_initializer or "glorot_uniform",
                   bias_initializer=bias_initializer or "zeros", trainable=trainable, name=name,
-                  **_oneflow_regularizers(kernel_regularizer, bias_regularizer, f"flow.layers.dense({name!r})"))
+                  **_oneflow_regularizers(kernel_regularizer, bias_regularizer, where))
     out = layer(inputs)
     if model_distribute is not None and model_distribute.axis is not None:
         layer.kernel.distribute = distribute.split(1 - model_distribute.axis)
@@ -37,7 +38,7 @@ def conv2d(inputs, filters, kernel_size=1, strides=1, padding="VALID", data_form
            kernel_regularizer=None, bias_regularizer=None, trainable=True, name=None, weight_name=None,
            bias_name=None):
     """OneFlow's ``flow.layers.conv2d``; ``groups`` other than 1 and ``weight_name``/``bias_name`` are refused."""
-    where = f"flow.layers.conv2d({name!r})"
+    where = f"flow.layers.conv2d(name={name!r})" if name else "flow.layers.conv2d"
     if groups != 1:
         raise LayerError(f"{where}: groups={groups!r} is not supported (grouped convolution); expected 1")
     for what, value in (("weight_name", weight_name), ("bias_name", bias_name)):

@@ -130,7 +130,8 @@ def input_sbps(sigs, n_inputs):
 def infer_sbp(node, specs):
     """nd-SBP of each output of ``node`` (a list, one tuple per output), or Nones outside the consistent view."""
     axes = mesh_axes()
-    if axes is None or any(x.sbp is None for x in node.inputs):
+    # an input built in another view or under another mesh has no SBP here; the plan decides them when compiled
+    if axes is None or any(x.sbp is None or len(x.sbp) != len(axes) for x in node.inputs):
         return [None] * len(specs)
     if "sbp" in node.attrs and node.op.name != "sbp_constraint":   # sources state theirs
         return [node.attrs["sbp"]] * len(specs)

@@ -212,3 +212,23 @@ def test_job_function_plan_reads_the_engine():
     assert plan.variables["h/kernel"].shard_shapes == ((4, 3), (4, 3))
     # gathering the 96-byte kernel is cheaper than gathering the 128-byte batch for a column-split matmul
     assert [(b.producer, b.collectives) for b in plan.boxing] == [("h/kernel", (("data", "all-gather"),))]
+
+
+def test_an_input_made_before_the_mesh_changed_still_builds_and_trains():
+    """Blobs made under one mesh (here the default one-axis mesh) feed layers built under another: their SBPs
+    are planned when the step compiles, and the result equals one device."""
+    x_data = np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4)
+    results = []
+    for n, mesh in ((1, {}), (2, {"data": 1, "model": 2})):
+        flow.config.set_view("consistent")
+        flow.config.gpu_device_num(n)
+        flow.clear_session()
+        x = flow.Input((4,))
+        flow.config.set_mesh(**mesh)
+        model = flow.Model(x, flow.layers.Dense(2)(x))
+        model.compile(flow.optimizers.SGD(0.1), "mse")
+        model.fit(x_data, np.ones((8, 2), np.float32), batch_size=4, verbose=0)
+        results.append(model.get_weights())
+        flow.config.set_mesh()
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, atol=1e-6)
