@@ -102,3 +102,29 @@ def test_a_model_with_two_inputs_and_two_outputs():
                         verbose=0)
     assert sorted(history.history) == ["class_output_loss", "loss", "score_output_loss"]
     assert history.history["loss"][-1] < history.history["loss"][0]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_the_functional_api_guide_saves_and_reloads_the_model(mnist, tmp_path, monkeypatch):
+    """The Functional API guide's first model: trained with validation_split, saved with model.save, deleted,
+    and reloaded with load_model; the reloaded model evaluates and predicts as the one that was saved."""
+    monkeypatch.chdir(tmp_path)
+    (x_train, y_train), (x_test, y_test) = mnist
+    inputs = flow.Input(shape=(784,))
+    x = flow.layers.Dense(64, activation="relu")(inputs)
+    x = flow.layers.Dense(64, activation="relu")(x)
+    outputs = flow.layers.Dense(10)(x)
+    model = flow.Model(inputs=inputs, outputs=outputs, name="mnist_model")
+    model.compile(loss=flow.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  optimizer=flow.optimizers.RMSprop(), metrics=["accuracy"])
+    history = model.fit(x_train, y_train, batch_size=64, epochs=2, validation_split=0.2, verbose=0)
+    assert sorted(history.history) == ["accuracy", "loss", "val_accuracy", "val_loss"]
+    test_scores = model.evaluate(x_test, y_test, verbose=0)
+    assert test_scores[1] > 0.8
+    predictions = model.predict(x_test, verbose=0)
+    model.save("my_model.keras")
+    del model
+    model = flow.models.load_model("my_model.keras")
+    assert model.name == "mnist_model" and model.metrics_names == ["loss", "accuracy"]
+    assert model.evaluate(x_test, y_test, verbose=0) == test_scores
+    np.testing.assert_array_equal(model.predict(x_test, verbose=0), predictions)
