@@ -64,30 +64,47 @@ def scoped_view():
 
 
 class placement:  # noqa: N801 - OneFlow's name
-    """OneFlow's ``flow.scope.placement(device_tag, machine_device_ids)``: the devices the ops built inside
-    run on.  ``device_tag`` is ``"gpu"`` or ``"cpu"``; ``machine_device_ids`` ``"0:0-3"``, ``"0:1"`` or a list
-    of them.  A placement covering every device in use (``gpu_device_num``) is what flowlayers does anyway, in
-    either view; a placement on a subset of them, or on another machine, is not implemented yet and is refused
-    by name when entered, so no layer is silently placed elsewhere."""
+    """OneFlow's ``flow.scope.placement(device_tag, machine_device_ids)``: the devices the ops and variables
+    built inside run on.  ``device_tag`` is ``"gpu"`` or ``"cpu"``; ``machine_device_ids`` ``"0:0-3"``, ``"0:1"``
+    or a list of them.  A placement covering every device in use (``gpu_device_num``) is what flowlayers does
+    anyway, in either view.  A placement on a subset of them (OneFlow's model-parallel pipeline: a layer on
+    ``"0:0"``, the next on ``"0:1"``) places those ops and variables there in the consistent view, each Blob whole
+    on each of its devices, with a transfer between placements that ``parallel_plan()`` lists; the mirrored view
+    (one replica of the whole model per device) and other machines refuse it by name."""
 
     def __init__(self, device_tag, machine_device_ids):
         what = f"flow.scope.placement({device_tag!r}, {machine_device_ids!r})"
         if device_tag not in ("gpu", "cpu"):
             raise ConfigError(f"{what}: device_tag expected 'gpu' or 'cpu', received {device_tag!r}")
         self.what, self.devices = what, _device_ids(machine_device_ids, what)
+        self._scope = None
 
     def __enter__(self):
         from . import config
+        from .framework import graph
 
         n = config.device_num()
-        if self.devices != {(0, d) for d in range(n)}:
-            raise ConfigError(f"{self.what}: expected a placement covering the {n} device(s) in use (machine 0, "
-                              f"devices 0-{n - 1}: flow.config.gpu_device_num({n})), received devices "
-                              f"{sorted(self.devices)}; placing ops on a subset of the devices is not supported yet: "
-                              f"use '0:0-{n - 1}', or split the model with flow.distribute / layout rules")
+        if self.devices == {(0, d) for d in range(n)}:
+            return self
+        outside = sorted(d for d in self.devices if d[0] != 0 or d[1] >= n)
+        if outside:
+            raise ConfigError(f"{self.what}: expected devices of machine 0 among the {n} in use (0:0-{n - 1}, "
+                              f"flow.config.gpu_device_num({n})), received {['%d:%d' % d for d in outside]}; "
+                              f"use devices in that range (several machines: see flowlayers' launcher)")
+        if config.view() != "consistent" or len(config.mesh_shape()) != 1:
+            raise ConfigError(f"{self.what}: a placement on some of the {n} devices expected the consistent view "
+                              f"with a one-axis mesh, received the {config.view()} view"
+                              f"{'' if config.view() != 'consistent' else ' with mesh ' + str(config.mesh_shape())}; "
+                              f"the mirrored view keeps a whole replica on every device: use the consistent view, "
+                              f"or '0:0-{n - 1}'")
+        self._scope = graph.placement_scope(tuple(sorted(d for _, d in self.devices)))
+        self._scope.__enter__()
         return self
 
     def __exit__(self, *exc):
+        if self._scope is not None:
+            scope, self._scope = self._scope, None
+            scope.__exit__(*exc)
         return False
 
 

@@ -153,16 +153,18 @@ def test_a_placement_covering_the_devices_in_use_just_works(view):
     np.testing.assert_array_equal(job(x), x * 2.0 + 1.0)
 
 
-@pytest.mark.parametrize("args, message", [
-    (("gpu", "0:0"), r"placement\('gpu', '0:0'\): expected a placement covering the 2 device\(s\) in use .* "
-                     r"received devices \[\(0, 0\)\]; placing ops on a subset"),
-    (("gpu", "1:0-1"), r"received devices \[\(1, 0\), \(1, 1\)\]"),
-    (("tpu", "0:0-1"), "device_tag expected 'gpu' or 'cpu', received 'tpu'"),
-    (("gpu", "0:3-1"), r"machine_device_ids expected 'machine:device' or 'machine:first-last'"),
-    (("gpu", 0), "machine_device_ids expected"),
+@pytest.mark.parametrize("view, args, message", [
+    ("mirrored", ("gpu", "0:0"), r"placement\('gpu', '0:0'\): a placement on some of the 2 devices expected the "
+                                 r"consistent view with a one-axis mesh, received the mirrored view"),
+    ("consistent", ("gpu", "1:0-1"), r"expected devices of machine 0 among the 2 in use .* received \['1:0', '1:1'\]"),
+    ("consistent", ("gpu", "0:1-2"), r"received \['0:2'\]"),
+    ("consistent", ("tpu", "0:0-1"), "device_tag expected 'gpu' or 'cpu', received 'tpu'"),
+    ("consistent", ("gpu", "0:3-1"), r"machine_device_ids expected 'machine:device' or 'machine:first-last'"),
+    ("consistent", ("gpu", 0), "machine_device_ids expected"),
 ])
-def test_placements_flowlayers_cannot_honour_are_named(args, message):
+def test_placements_flowlayers_cannot_honour_are_named(view, args, message):
     flow.clear_default_session()
+    flow.config.set_view(view)
     flow.config.gpu_device_num(2)
 
     @flow.global_function(type="predict")

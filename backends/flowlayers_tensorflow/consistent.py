@@ -32,7 +32,7 @@ from flowlayers.framework.variable import check_rules, live_variables
 from flowlayers.parallel import plan as planner
 from flowlayers.sbp import Split, broadcast, partial_sum
 
-from . import devices
+from . import devices, placements
 from .executable import BaseExecutable
 from .graph_options import step_options
 from .lowering import LoweringContext, run_graph, step_error
@@ -73,7 +73,7 @@ class ConsistentRuntime:
         self.groups_all_reduces = kind == "CPU"
         self.mesh = dtensor.create_mesh(self.axes, devices=[d.replace("/device:", "") for d in self.devices],
                                         device_type=kind)
-        self._draws, self._constants = {}, SharedConstants()
+        self._draws, self._constants, self._meshes = {}, SharedConstants(), {None: self.mesh}
 
     supports = staticmethod(supports)
 
@@ -81,16 +81,27 @@ class ConsistentRuntime:
         return f"<tensorflow runtime view=consistent mesh={dict(self.axes)}>"
 
     # Layouts ------------------------------------------------------------
-    def layout(self, nd_sbp, rank):
+    def mesh_for(self, placement):
+        """The mesh of a placement: all devices (None), or a one-axis mesh over some of them, each holding whole
+        tensors (``flow.scope.placement("gpu", "0:1")``).  DTensor moves tensors between meshes with
+        ``copy_to_mesh`` inside a step function, gradients included."""
+        if placement not in self._meshes:
+            (axis, _), = self.axes
+            self._meshes[placement] = dtensor.create_mesh(
+                [(axis, len(placement))], devices=[self.devices[d].replace("/device:", "") for d in placement],
+                device_type=self.mesh.device_type())
+        return self._meshes[placement]
+
+    def layout(self, nd_sbp, rank, mesh=None):
         """nd-SBP -> DTensor Layout; P has no layout and is read as replicated."""
         spec = [dtensor.UNSHARDED] * rank
         for (axis, _), sbp in zip(self.axes, nd_sbp):
             if isinstance(sbp, Split):
                 spec[sbp.axis] = axis
-        return dtensor.Layout(spec, self.mesh)
+        return dtensor.Layout(spec, mesh or self.mesh)
 
-    def replicated(self, rank):
-        return dtensor.Layout.replicated(self.mesh, rank)
+    def replicated(self, rank, mesh=None):
+        return dtensor.Layout.replicated(mesh or self.mesh, rank)
 
     def to_mesh(self, value, layout):
         """A host array -> a DTensor in ``layout``: each device receives its block only, never the whole array."""
@@ -98,10 +109,12 @@ class ConsistentRuntime:
         return dtensor.pack([tf.constant(value[block]) for block in self._blocks(layout, value.shape)], layout)
 
     def _blocks(self, layout, shape):
-        """Per device of the mesh (in its order), the block of a tensor of ``shape`` it holds in ``layout``."""
-        names, sizes = [a for a, _ in self.axes], [n for _, n in self.axes]
+        """Per device of the layout's mesh (in its order), the block of a tensor of ``shape`` it holds."""
+        mesh = layout.mesh
+        names = list(mesh.dim_names)
+        sizes = [mesh.dim_size(a) for a in names]
         blocks = []
-        for i in range(self.num_replicas):
+        for i in range(int(np.prod(sizes))):
             coords = dict(zip(names, np.unravel_index(i, sizes)))
             block = []
             for dim, axis in enumerate(layout.sharding_specs):
@@ -115,7 +128,7 @@ class ConsistentRuntime:
 
     # Variables ----------------------------------------------------------
     def variable_layout(self, var):
-        return self.layout(var.nd_sbp(dict(self.axes)), len(var.shape))
+        return self.layout(var.nd_sbp(dict(self.axes)), len(var.shape), self.mesh_for(var.placement))
 
     def create_variable(self, var, value=None):
         layout = self.variable_layout(var)
@@ -128,8 +141,8 @@ class ConsistentRuntime:
         """``var``'s initial value, drawn on the devices, replicated (the same numbers as one device), then sliced
         locally: no host copy.  The seed goes in as two float64 scalars, which DTensor puts on the default mesh
         itself, faster than a ``copy_to_mesh``."""
-        replicated = self.replicated(len(var.shape))
-        with dtensor.default_mesh(self.mesh):
+        replicated = self.replicated(len(var.shape), layout.mesh)
+        with dtensor.default_mesh(layout.mesh):
             drawn = dtensor.call_with_layout(self._draw(var), replicated,
                                              *[tf.constant(s, tf.float64) for s in var.seed()])
         if layout != replicated:        # (an eager relayout costs even when it moves nothing: 800 in a deep MLP)
@@ -161,18 +174,32 @@ class ConsistentRuntime:
     def shard_shapes(self, handle):
         return [tuple(t.shape) for t in dtensor.unpack(tf.convert_to_tensor(handle))]
 
+    def holders(self, handle):
+        """Indices of the devices holding the variable: its mesh's."""
+        return self.device_indices(handle.layout.mesh)
+
     def device_blocks(self, handles):
         """Per device of the mesh, ``{path: the block it holds}`` for DVariables by path: each block a TF variable
-        on that device sharing the DVariable's storage, so writing it writes the DVariable."""
+        on that device sharing the DVariable's storage, so writing it writes the DVariable.  A variable of a
+        placement on some devices has blocks on those only."""
         per_device = [{} for _ in self.devices]
         for path, handle in handles.items():
             layout, sizes = handle.layout, dict(self.axes)
-            shape = [n // sizes.get(axis, 1) for n, axis in zip(handle.shape, layout.sharding_specs)]
-            for copies, block in zip(per_device, dtensor.unpack(handle.handle)):
-                copies[path] = BaseResourceVariable(trainable=False, shape=shape, dtype=handle.dtype, handle=block,
+            shape = [n // sizes.get(axis, 1) if axis in layout.mesh.dim_names else n
+                     for n, axis in zip(handle.shape, layout.sharding_specs)]
+            for i, block in zip(self.device_indices(layout.mesh), dtensor.unpack(handle.handle)):
+                per_device[i][path] = BaseResourceVariable(trainable=False, shape=shape, dtype=handle.dtype, handle=block,
                                                     unique_id=f"flowlayers_block_{next(_block_ids)}",
                                                     in_graph_mode=False)
         return per_device
+
+    def device_indices(self, mesh):
+        """Which of this runtime's devices ``mesh`` holds, in the mesh's order."""
+        def short(name):        # "CPU:1", however the name is spelled
+            return name.split("/")[-1].replace("device:", "")
+
+        names = [short(d) for d in self.devices]
+        return [names.index(short(d)) for d in mesh.local_devices()]
 
     # Steps --------------------------------------------------------------
     def compile(self, program):
@@ -198,6 +225,9 @@ class ConsistentExecutable(BaseExecutable):
 
     def _check_rules(self):
         check_rules(self.program.variables, dict(self.runtime.axes), live_variables())
+
+    def _check_placements(self):
+        placements.check_consistent(self.program)
 
     def _plan(self, batch):
         p = self.program
@@ -318,7 +348,8 @@ class ConsistentExecutable(BaseExecutable):
                 tape.watch(trainable)       # also variables made while frozen (created with trainable=False)
                 run_graph(p.nodes, env, self._handles, ctx)
                 loss = tf.cast(env[p.loss], tf.float32)
-                mean = tf.reduce_sum(loss) / tf.cast(tf.size(loss), tf.float32)
+                with dtensor.default_mesh(rt.mesh_for(p.loss.node.placement)):    # where the loss is
+                    mean = tf.reduce_sum(loss) / tf.cast(tf.size(loss), tf.float32)
             grads = tape.gradient(mean, trainable + [env[b] for b in p.gradients],
                                   unconnected_gradients=tf.UnconnectedGradients.ZERO)
             grads = [_unfolded(tf.convert_to_tensor(g)) for g in grads]
@@ -329,8 +360,9 @@ class ConsistentExecutable(BaseExecutable):
         outs = []
         for blob, mode in zip(p.outputs, p.output_modes):
             value = tf.reduce_sum(env[blob]) if mode == "sum" else env[blob]
-            outs.append(dtensor.relayout(value, rt.replicated(value.shape.rank)))
-        outs += [dtensor.relayout(g, rt.replicated(g.shape.rank)) for g in watched]
+            outs.append(dtensor.relayout(value, rt.replicated(value.shape.rank, rt.mesh_for(blob.node.placement))))
+        outs += [dtensor.relayout(g, rt.replicated(g.shape.rank, rt.mesh_for(b.node.placement)))
+                 for g, b in zip(watched, p.gradients)]
         return outs, grads, updates
 
     def _run_update(self, batch, grads, updates, lr, step):
@@ -341,6 +373,8 @@ class ConsistentExecutable(BaseExecutable):
         if batch not in self._updates:
             if self._blocks is None:
                 self._blocks = self.runtime.device_blocks(self._handles)
+                self._position = {v.path: {i: j for j, i in enumerate(
+                    self.runtime.device_indices(self._handles[v.path].layout.mesh))} for v in self._written}
             self._updates[batch] = self._update_fn.get_concrete_function(*args)
         update = self._updates[batch]
         update._call_flat(tf.nest.flatten(args), update.captured_inputs)
@@ -349,8 +383,10 @@ class ConsistentExecutable(BaseExecutable):
         """The optimizer step, outside DTensor: on every device, the rule on the blocks it holds, by the same blocks
         of the gradients (``grads``, ``updates``: per variable, the blocks of its gradient or new value)."""
         for i, device in enumerate(self.runtime.devices):
+            held = [self._position[v.path].get(i) for v in self._written]      # its block of each, or None
+            pick = [None if j is None else blocks[j] for j, blocks in zip(held, list(grads) + list(updates))]
             with tf.device(device):
-                self._apply_copies(self._blocks[i], [g[i] for g in grads], [u[i] for u in updates], lr, step)
+                self._apply_copies(self._blocks[i], pick[:len(grads)], pick[len(grads):], lr, step)
 
     def _fused(self, plan, feeds, lr, step):
         """Gradients and update in one DTensor function (only for the test that shows why the step is split)."""
@@ -374,6 +410,14 @@ def all_reduce_grouping(group_size):
         yield
     finally:
         del os.environ[GROUP_SIZE]
+
+
+def _moved(tensor, runtime, source, target):
+    """``tensor`` (on mesh ``source``) whole on each device of mesh ``target``: gathered where it is, then copied
+    (DTensor's CopyToMesh, inside a step function; its gradient copies back)."""
+    rank = tensor.shape.rank
+    whole = dtensor.relayout(tensor, runtime.replicated(rank, source))
+    return dtensor.copy_to_mesh(whole, runtime.replicated(rank, target))
 
 
 def _relayout(layouts, values):
@@ -402,23 +446,43 @@ class _DTensorContext(LoweringContext):
     def __init__(self, phase, step, seed, runtime, plan):
         super().__init__(phase, step, seed, runtime.native_nchw)
         self.runtime, self.plan = runtime, plan
+        self.mesh = runtime.mesh        # the mesh of the kernel being lowered: its placement's
+
+    @contextlib.contextmanager
+    def kernel_scope(self, node):
+        """A node of a placement on some devices makes its tensors on that placement's mesh."""
+        if node.placement is None:
+            yield
+            return
+        self.mesh = self.runtime.mesh_for(node.placement)
+        try:
+            with dtensor.default_mesh(self.mesh):
+                yield
+        finally:
+            self.mesh = self.runtime.mesh
 
     def constant(self, value, dtype):
-        return dtensor.copy_to_mesh(tf.constant(value, dtype), self.runtime.replicated(np.ndim(value)))
+        return dtensor.copy_to_mesh(tf.constant(value, dtype), self.runtime.replicated(np.ndim(value), self.mesh))
 
     def random_uniform(self, shape, op_name, op_seed=None):
         """Drawn whole on every device, then sliced where consumed: the draw of one device, on every mesh.  Left to
         DTensor, a sharded draw differs between the replicas of one shard (a 2x2 mesh's dropout masks did), and
         variables that should stay replicated drift apart, silently."""
-        draw = super().random_uniform(shape, op_name, op_seed)
-        return dtensor.relayout(draw, self.runtime.replicated(draw.shape.rank))
+        step = self.step
+        if self.mesh is not self.runtime.mesh:      # the step counter lives on all devices: a copy on these
+            self.step = _moved(tf.cast(step, tf.float64), self.runtime, self.runtime.mesh, self.mesh)
+        try:
+            draw = super().random_uniform(shape, op_name, op_seed)
+        finally:
+            self.step = step
+        return dtensor.relayout(draw, self.runtime.replicated(draw.shape.rank, self.mesh))
 
     def _relayout(self, tensor, nd, rank):
         return dtensor.relayout(tensor, self.runtime.layout(nd, rank))
 
     def pin(self, blob, tensor):
         nd = self.plan.sbp.get(blob)
-        if nd is None or partial_sum in nd or self._kept(blob, nd):
+        if nd is None or partial_sum in nd or blob.node.placement is not None or self._kept(blob, nd):
             return tensor
         return self._relayout(tensor, nd, blob.ndim)
 
@@ -435,6 +499,13 @@ class _DTensorContext(LoweringContext):
 
     def box(self, node, i, tensor):
         x, want = node.inputs[i], self.plan.wanted.get((node, i))
+        if x.node.placement != node.placement:          # from one placement's devices to another's
+            rt = self.runtime
+            moved = _moved(tensor, rt, rt.mesh_for(x.node.placement), rt.mesh_for(node.placement))
+            if node.placement is None and want is not None and partial_sum not in want and \
+                    any(s != broadcast for s in want):
+                moved = self._relayout(moved, want, x.ndim)
+            return moved
         if want is None or partial_sum in want or (want == self.plan.sbp[x] and partial_sum not in want):
             return tensor
         return self._relayout(tensor, want, x.ndim)

@@ -12,6 +12,7 @@ import tensorflow as tf
 from flowlayers import config
 from flowlayers.errors import FlowLayersError
 
+from . import placements
 from .graph_options import step_options
 from .lowering import LoweringContext, run_graph
 
@@ -66,6 +67,7 @@ class BaseExecutable:
 
     def __init__(self, runtime, program):
         self.runtime, self.program = runtime, program
+        self._check_placements()
         self.slot_vars = program.slots()
         self._variables = list(program.variables) + [s for slots in self.slot_vars.values() for s in slots]
         self._slot_paths = [s.path for v in program.trainable for s in self.slot_vars[v.path]]
@@ -91,15 +93,19 @@ class BaseExecutable:
     def _check_rules(self):
         """Layout rules are the consistent view's; other views ignore them."""
 
+    def _check_placements(self):
+        placements.check_mirrored(self.program)
+
     def _retrace(self):
         raise NotImplementedError
 
     def _apply_copies(self, copies, grads, updates, lr, step):
         """The optimizer step of one device (``_apply_fn``, traced once for all) on ``copies``, its variables by
-        path: its copies (mirrored view) or the blocks it holds (consistent view)."""
+        path: its copies (mirrored view) or the blocks it holds (consistent view).  A variable the device does not
+        hold (placed on other devices) comes as None, with its gradient, and is left to the devices holding it."""
         p = self.program
-        self._apply_fn(grads, updates, [copies[v.path] for v in p.trainable], [copies[k] for k in self._slot_paths],
-                       [copies[v.path] for v, _ in p.updates], lr, step)
+        self._apply_fn(grads, updates, [copies.get(v.path) for v in p.trainable],
+                       [copies.get(k) for k in self._slot_paths], [copies.get(v.path) for v, _ in p.updates], lr, step)
 
     def _apply(self, grads, updates, trainable, slots, updated, lr, step):
         """The optimizer rule on one device's variables, and the state updates; elementwise, so a block of a
@@ -107,10 +113,12 @@ class BaseExecutable:
         p, slots, xp = self.program, iter(slots), TFMath()
         step = tf.cast(step, tf.float32)
         for var, handle, grad in zip(p.trainable, trainable, grads):
-            p.optimizer.update(xp, handle, tf.cast(grad, handle.dtype), [next(slots) for _ in self.slot_vars[var.path]],
-                               lr, step)
+            var_slots = [next(slots) for _ in self.slot_vars[var.path]]
+            if handle is not None:
+                p.optimizer.update(xp, handle, tf.cast(grad, handle.dtype), var_slots, lr, step)
         for handle, value in zip(updated, updates):
-            handle.assign(tf.cast(value, handle.dtype))
+            if handle is not None:
+                handle.assign(tf.cast(value, handle.dtype))
 
 
 class Executable(BaseExecutable):

@@ -3,6 +3,7 @@
 Python runs here only while TF traces; each node's ops are named after the
 layer or op that made it, so engine errors point back to the user's model.
 """
+import contextlib
 import hashlib
 import re
 
@@ -45,6 +46,10 @@ class LoweringContext:
         """Hook for the consistent view: Boxing of input ``i`` of ``node`` to its signature's layout."""
         return tensor
 
+    def kernel_scope(self, node):
+        """Hook for the consistent view: where ``node``'s kernel makes its tensors (its placement's mesh)."""
+        return contextlib.nullcontext()
+
 
 def run_graph(nodes, env, handles, ctx):
     """Fill ``env`` (Blob -> tensor) for every node; placeholders must already be in it."""
@@ -60,7 +65,9 @@ def run_graph(nodes, env, handles, ctx):
                               f"for it; expected one of {sorted(KERNELS)}")
         with tf.name_scope(node.name.replace(":", "_")):
             try:
-                out = kernel(node, *[ctx.box(node, i, env[x]) for i, x in enumerate(node.inputs)], ctx=ctx)
+                inputs = [ctx.box(node, i, env[x]) for i, x in enumerate(node.inputs)]
+                with ctx.kernel_scope(node):
+                    out = kernel(node, *inputs, ctx=ctx)
             except FlowLayersError:
                 raise
             except (ValueError, TypeError, tf.errors.OpError) as e:

@@ -58,6 +58,10 @@ class StrategyRuntime:
         """Shape of the copy each device holds, read from the variable's per-device values."""
         return [tuple(v.shape) for v in getattr(handle, "values", (handle,))]
 
+    def holders(self, handle):
+        """Indices of the devices holding the variable: every replica."""
+        return list(range(len(getattr(handle, "values", (handle,)))))
+
     # Steps --------------------------------------------------------------
     def compile(self, program):
         return Executable(self, program)

@@ -14,10 +14,11 @@ _layer_stack = []
 
 
 class Node:
-    __slots__ = ("op", "inputs", "attrs", "name", "outputs", "layer")
+    __slots__ = ("op", "inputs", "attrs", "name", "outputs", "layer", "placement")
 
-    def __init__(self, op, inputs, attrs, name, layer):
+    def __init__(self, op, inputs, attrs, name, layer, placement=None):
         self.op, self.inputs, self.attrs, self.name, self.layer = op, tuple(inputs), attrs, name, layer
+        self.placement = placement      # device indices of a placement on a subset of the devices, or None: all
         self.outputs = ()
 
     def __repr__(self):
@@ -38,6 +39,23 @@ def current_layer():
     return _layer_stack[-1] if _layer_stack else None
 
 
+_placement_stack = []
+
+
+@contextlib.contextmanager
+def placement_scope(devices):
+    """Ops (and variables) made inside run on ``devices`` (a tuple of device indices), not on every device."""
+    _placement_stack.append(devices)
+    try:
+        yield
+    finally:
+        _placement_stack.pop()
+
+
+def current_placement():
+    return _placement_stack[-1] if _placement_stack else None
+
+
 def apply(op, inputs, attrs=None, name=None):
     """Add one node of OpDef ``op``; returns its Blob, or a tuple for several outputs."""
     from ..parallel import propagate
@@ -53,7 +71,8 @@ def apply(op, inputs, attrs=None, name=None):
     except FlowLayersError as e:
         who = f"layer {layer.name!r}" if layer else f"op {name!r}"
         raise type(e)(f"{who}: {e}") from None
-    node = Node(op, inputs, attrs, name, layer)
+    node = Node(op, inputs, attrs, name, layer,
+                attrs["variable"].placement if op.name == "variable" else current_placement())
     out_sbps = propagate.infer_sbp(node, specs)
     node.outputs = tuple(Blob(node, i, s, d, sbp) for i, ((s, d), sbp) in enumerate(zip(specs, out_sbps)))
     return node.outputs[0] if len(node.outputs) == 1 else node.outputs

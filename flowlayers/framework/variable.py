@@ -32,11 +32,22 @@ class Variable:
         self.distribute = None  # OneFlow's per-variable layout (flow.distribute.split(k)); wins over layout rules
         self.regularizer = None     # a flow.regularizers.* penalty added to the loss while this variable trains
         self.random_seed = None     # OneFlow's get_variable(random_seed=...): draws its initial value instead
+        self._placement = _current_placement()  # devices of a flow.scope.placement on a subset (whole on each)
         _live.add(self)
 
     @property
     def name(self):
         return self.path
+
+    @property
+    def placement(self):
+        """The devices of the placement this variable was made in, or None (all): an optimizer slot is where
+        its variable is."""
+        return self.layout_of.placement if self.layout_of is not None else self._placement
+
+    @placement.setter
+    def placement(self, devices):
+        self._placement = devices
 
     @property
     def trainable(self):
@@ -61,6 +72,8 @@ class Variable:
         """
         if self.layout_of is not None:
             return self.layout_of.mesh_spec(mesh)
+        if self.placement is not None:
+            return self._placed_spec(mesh)
         if self.distribute is not None and self.distribute.axis is not None:
             from .. import distribute
 
@@ -76,6 +89,17 @@ class Variable:
             if re.search(pattern, self.path):
                 check_spec(pattern, spec, self, mesh)
                 return spec
+        return (None,) * len(self.shape)
+
+    def _placed_spec(self, mesh):
+        """A variable of a placement on some devices is whole on each of them: a split asked for it is refused."""
+        asked = [repr(self.distribute)] if self.distribute is not None and self.distribute.axis is not None else []
+        asked += [repr(p) for p in config.layout_rules() if re.search(p, self.path)]
+        if asked:
+            raise SBPError(f"variable {self.path!r}: placed on devices {list(self.placement)} "
+                           f"(flow.scope.placement), expected no split, received {asked[0]}; a variable of a "
+                           f"placement on some of the devices is whole on each of them, so drop the split or the "
+                           f"placement")
         return (None,) * len(self.shape)
 
     def nd_sbp(self, mesh):
@@ -180,6 +204,12 @@ class VariableStore:
                              f"requested again with shape {describe_shape(tuple(shape))} {dtype.name}; give the "
                              f"layer another name to create a new variable")
         return var
+
+
+def _current_placement():
+    from .graph import current_placement
+
+    return current_placement()
 
 
 store = VariableStore()

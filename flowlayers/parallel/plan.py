@@ -11,6 +11,7 @@ transposition rules below, so a step's gradient all-reduces are listed too.
 from dataclasses import dataclass
 from typing import Tuple
 
+from ..framework.op_def import Signature
 from ..sbp import Split, broadcast, partial_sum
 from . import boxing, propagate
 
@@ -112,6 +113,12 @@ def _plan(nodes, axes, batch, loss, trainable, source_sbp, supports, rounds, who
                 nd = source_sbp(node, axes, batch) if node.op.name != "constant" else (broadcast,) * len(axes)
                 p.sbp.update({b: nd for b in node.outputs})
                 continue
+            if getattr(node, "placement", None) is not None:    # placed on some devices: whole on each of them
+                p.signatures[node] = (Signature((broadcast,) * len(node.inputs), (broadcast,) * len(node.outputs)),
+                                      ) * len(axes)
+                p.sbp.update({b: (broadcast,) * len(axes) for b in node.outputs})
+                p.wanted.update({(node, i): (broadcast,) * len(axes) for i in range(len(node.inputs))})
+                continue
             view = _Node(node, [_View(fed(x.shape), x.dtype, p.sbp[x]) for x in node.inputs])
             specs = [(fed(b.shape), b.dtype) for b in node.outputs]
             wants = [[p.wanted[c] for c in consumers.get(b, ()) if c in p.wanted] for b in node.outputs]
@@ -126,12 +133,33 @@ def _plan(nodes, axes, batch, loss, trainable, source_sbp, supports, rounds, who
             break
     for node in nodes:
         for i, x in enumerate(node.inputs):
-            if p.wanted[(node, i)] != p.sbp[x]:
+            if _placement(x.node) != _placement(node):
+                p.boxing.append(_transfer(x, node, p.sbp[x], p.wanted[(node, i)], fed(x.shape)))
+            elif p.wanted[(node, i)] != p.sbp[x]:
                 p.boxing.append(_boxing(_label(x.node), node.name, p.sbp[x], p.wanted[(node, i)], fed(x.shape),
                                         x.dtype, axes))
     if loss is not None and trainable:
         p.boxing.extend(_backward(p, nodes, loss, trainable, fed))
     return p
+
+
+def _placement(node):
+    return getattr(node, "placement", None)
+
+
+def _devices(placement):
+    return "all devices" if placement is None else ",".join(f"0:{d}" for d in placement)
+
+
+def _transfer(x, node, src, dst, shape, phase="forward"):
+    """A Blob crossing from one placement to another: copied whole to each device of the consumer's."""
+    where = f"{_devices(_placement(x.node))} -> {_devices(_placement(node))}"
+    if phase == "forward":
+        return Boxing(_label(x.node), node.name, tuple(src), tuple(dst), ((where, "copy"),),
+                      float(boxing.nbytes(shape, x.dtype)), phase)
+    back = f"{_devices(_placement(node))} -> {_devices(_placement(x.node))}"
+    return Boxing(f"grad of {node.name}", _label(x.node), tuple(dst), tuple(src), ((back, "copy"),),
+                  float(boxing.nbytes(shape, x.dtype)), phase)
 
 
 def _label(node):
@@ -192,15 +220,17 @@ def _backward(p, nodes, loss, trainable, fed):
                 upstream.add(x)
                 frontier.append(x)
     needs &= upstream
-    arriving = {}                       # Blob -> {nd gradient SBP: [consumer names]}
+    arriving, out = {}, []              # Blob -> {nd gradient SBP: [consumer names]}
     for node in nodes:
         sigs = p.signatures.get(node)
         for i, x in enumerate(node.inputs):
             if sigs is None or x not in needs or not x.dtype.is_floating:
                 continue
+            if _placement(x.node) != _placement(node):      # the gradient crosses back: a copy, not a collective
+                out.append(_transfer(x, node, p.sbp[x], p.wanted[(node, i)], fed(x.shape), "backward"))
+                continue
             grad = tuple(_grad_of_input(sig, i) for sig in sigs)
             arriving.setdefault(x, {}).setdefault(grad, []).append(node.name)
-    out = []
     for x, forms in arriving.items():
         want = tuple(_grad_form(s) for s in p.sbp[x])
         var = x.node.attrs["variable"].path if x.node.op.name == "variable" else None

@@ -133,6 +133,8 @@ def infer_sbp(node, specs):
     # an input built in another view or under another mesh has no SBP here; the plan decides them when compiled
     if axes is None or any(x.sbp is None or len(x.sbp) != len(axes) for x in node.inputs):
         return [None] * len(specs)
+    if node.placement is not None:     # a placement on some devices holds its Blobs whole on each
+        return [(broadcast,) * len(axes)] * len(specs)
     if "sbp" in node.attrs and node.op.name != "sbp_constraint":   # sources state theirs
         return [node.attrs["sbp"]] * len(specs)
     return output_sbps(signatures(node, specs, axes), len(specs))

@@ -23,6 +23,7 @@ class VariablePlacement:
     shard_shapes: Tuple         # one per device, as the engine reports them
     bytes_per_device: int       # bytes of the largest shard
     itemsize: int
+    devices: Tuple = ()         # indices of the devices holding it, as the engine reports them
 
     @property
     def logical_bytes(self):
@@ -37,7 +38,11 @@ class ParallelPlan:
     @property
     def bytes_per_device(self):
         """Bytes of variables and optimizer state the fullest device holds."""
-        return sum(v.bytes_per_device for v in self.variables.values())
+        held = {}
+        for v in self.variables.values():
+            for d in v.devices:
+                held[d] = held.get(d, 0) + v.bytes_per_device
+        return max(held.values(), default=0)
 
     @property
     def logical_bytes(self):
@@ -49,9 +54,12 @@ class ParallelPlan:
 
     def __str__(self):
         mesh = ", ".join(f"{a}={n}" for a, n in self.axes)
-        rows = [("Variable", "Logical shape", "SBP", "Shard shape", "Bytes/device")]
+        every = math.prod(n for _, n in self.axes)
+        rows = [("Variable", "Logical shape", "SBP", "Shard shape", "Bytes/device", "Devices")]
         rows += [(path, describe_shape(v.logical_shape), format_nd(v.sbp), describe_shape(v.shard_shape),
-                  f"{v.bytes_per_device:,}") for path, v in self.variables.items()]
+                  f"{v.bytes_per_device:,}", "all" if len(v.devices) == every else ",".join(f"0:{d}" for d in
+                                                                                          v.devices))
+                 for path, v in self.variables.items()]
         out = [f"Parallel plan ({self.view} view, mesh {mesh}, batch {self.batch})", *_table(rows)]
         out.append(f"Held per device: {self.bytes_per_device:,} bytes of {self.logical_bytes:,} logical "
                    f"({self.bytes_per_device / max(self.logical_bytes, 1):.1%})")
@@ -96,5 +104,5 @@ def build(program, runtime, batch):
         largest = max(shards, key=math.prod)
         nd = var.nd_sbp(dict(axes)) if consistent else (broadcast,)
         placements[var.path] = VariablePlacement(var.shape, nd, largest, shards, math.prod(largest) * itemsize,
-                                                 itemsize)
+                                                 itemsize, tuple(runtime.holders(var._live_handle(runtime))))
     return ParallelPlan("consistent" if consistent else "mirrored", axes, batch, placements, p.boxing)

@@ -1,0 +1,126 @@
+"""OneFlow's ``flow.scope.placement`` on some of the devices, in the consistent view: the ops and variables built
+inside run on those devices only (each Blob whole on each of them), the tensors crossing between placements are
+copied (forward and backward) and listed by ``parallel_plan()``, and training equals one device.  What the
+engine cannot run is refused by name before any step."""
+import numpy as np
+import pytest
+
+import flowlayers as flow
+import flowlayers.typing as tp
+from flowlayers.framework.variable import store
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(8, 6)).astype(np.float32)
+Y = RNG.integers(0, 3, 8).astype(np.int32)
+
+
+def pipeline(first, second, dropout=False, loss_inside=True):
+    """OneFlow's model-parallel page: the hidden layer on ``first``, the output layer (and loss) on ``second``."""
+    flow.clear_default_session()
+    flow.config.set_seed(1)
+
+    def place(devices):
+        return flow.scope.placement("cpu", devices) if devices else flow.scope.placement("cpu", "0:0")
+
+    @flow.global_function(type="train")
+    def train_job(x: tp.Numpy.Placeholder((8, 6)), y: tp.Numpy.Placeholder((8,), dtype=flow.int32)) -> tp.Numpy:
+        with place(first):
+            h = flow.layers.dense(x, 16, activation=flow.nn.relu, name="hidden")
+            if dropout:
+                h = flow.nn.dropout(h, rate=0.25)
+        with place(second):
+            logits = flow.layers.dense(h, 3, name="output")
+            if loss_inside:
+                loss = flow.nn.sparse_softmax_cross_entropy_with_logits(y, logits)
+        if not loss_inside:
+            loss = flow.nn.sparse_softmax_cross_entropy_with_logits(y, logits)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0.9).minimize(loss)
+        return loss
+    return train_job
+
+
+def train(devices, first, second, dropout=False):
+    flow.config.set_view("consistent")
+    flow.config.gpu_device_num(devices)
+    job = pipeline(first, second, dropout)
+    losses = [job(X, Y) for _ in range(3)]
+    return job, losses, {path: var.numpy() for path, var in store.variables.items()}
+
+
+@pytest.mark.parametrize("devices, first, second, dropout", [
+    (2, "0:0", "0:1", False), (4, "0:0-1", "0:2-3", True), (4, "0:2-3", ["0:0", "0:1"], False),
+    (4, "0:3", "0:1", True)])
+def test_layers_placed_on_some_devices_train_to_one_device_weights(devices, first, second, dropout):
+    _, want_losses, want = train(1, None, None, dropout)
+    job, losses, got = train(devices, first, second, dropout)
+    for a, b in zip(losses, want_losses):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    for path, value in want.items():
+        np.testing.assert_allclose(got[path], value, atol=1e-6, err_msg=path)
+    plan = job.parallel_plan()
+    held = {path: v.devices for path, v in plan.variables.items()}
+
+    def ids(spec):
+        specs = spec if isinstance(spec, list) else [spec]
+        out = set()
+        for s in specs:
+            first_id, _, last_id = s.split(":")[1].partition("-")
+            out.update(range(int(first_id), int(last_id or first_id) + 1))
+        return tuple(sorted(out))
+
+    assert held["hidden/kernel"] == held["sgd/hidden/kernel/momentum"] == ids(first)
+    assert held["output/bias"] == held["sgd/output/bias/momentum"] == ids(second)
+    copies = [(b.producer, b.consumer, b.phase) for b in plan.boxing if b.collectives[0][1] == "copy"]
+    assert ("hidden/relu" if not dropout else "dropout", "output/matmul", "forward") in copies
+    assert any(c[0] == "grad of output/matmul" and c[2] == "backward" for c in copies), copies
+    assert f"0:{ids(first)[0]}" in str(plan)
+
+
+def test_a_loss_on_all_devices_after_a_placement_is_refused_before_any_step():
+    flow.config.set_view("consistent")
+    flow.config.gpu_device_num(2)
+    flow.clear_default_session()
+    job = pipeline("0:0", "0:1", loss_inside=False)
+    with pytest.raises(flow.ConfigError, match=r"op 'sparse_softmax_cross_entropy' runs on all devices but reads "
+                                               r"'output/bias_add' made under flow.scope.placement on devices 0:1"):
+        job(X, Y)
+    assert "hidden/kernel" not in store.variables or store.variables["hidden/kernel"]._runtime is None
+
+
+def test_placements_of_different_sizes_in_one_step_are_refused():
+    flow.config.set_view("consistent")
+    flow.config.gpu_device_num(4)
+    job = pipeline("0:3", "0:0-1")
+    with pytest.raises(flow.ConfigError, match=r"places op .* on devices 0:3 and op .* on devices 0:0,0:1; expected "
+                                               r"placements on some devices of one size"):
+        job(X, Y)
+
+
+def test_a_placed_variable_is_not_split():
+    flow.config.set_view("consistent")
+    flow.config.gpu_device_num(2)
+    flow.clear_default_session()
+
+    @flow.global_function(type="predict")
+    def job(x: tp.Numpy.Placeholder((8, 6))) -> tp.Numpy:
+        with flow.scope.placement("cpu", "0:1"):
+            return flow.matmul(x, flow.get_variable("w", (6, 4), distribute=flow.distribute.split(1)))
+
+    with pytest.raises(flow.SBPError, match=r"variable 'w': placed on devices \[1\] \(flow.scope.placement\), "
+                                            r"expected no split, received flow.distribute.split\(1\)"):
+        job(X)
+
+
+def test_a_model_built_under_a_placement_is_refused_in_the_mirrored_view():
+    flow.config.set_view("consistent")
+    flow.config.gpu_device_num(2)
+    x = flow.Input((6,))
+    with flow.scope.placement("cpu", "0:1"):
+        y = flow.layers.Dense(2, name="placed")(x)
+    model = flow.Model(x, y)
+    np.testing.assert_allclose(model.predict(X, verbose=0), X @ model.get_weights()[0] + model.get_weights()[1],
+                               rtol=1e-5, atol=1e-6)
+    flow.config.set_view("mirrored")
+    with pytest.raises(flow.ConfigError, match=r"variable 'placed/kernel' of 'model.predict' was built under "
+                                               r"flow.scope.placement on devices 0:1: expected the consistent view"):
+        model.predict(X, verbose=0)
