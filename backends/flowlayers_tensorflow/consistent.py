@@ -359,8 +359,10 @@ class ConsistentExecutable(BaseExecutable):
         updates = [_unfolded(env[b]) for _, b in p.updates]
         outs = []
         for blob, mode in zip(p.outputs, p.output_modes):
-            value = tf.reduce_sum(env[blob]) if mode == "sum" else env[blob]
-            outs.append(dtensor.relayout(value, rt.replicated(value.shape.rank, rt.mesh_for(blob.node.placement))))
+            mesh = rt.mesh_for(blob.node.placement)
+            with dtensor.default_mesh(mesh):        # the sum's axes are made on the mesh of what it sums
+                value = tf.reduce_sum(env[blob]) if mode == "sum" else env[blob]
+            outs.append(dtensor.relayout(value, rt.replicated(value.shape.rank, mesh)))
         outs += [dtensor.relayout(g, rt.replicated(g.shape.rank, rt.mesh_for(b.node.placement)))
                  for g, b in zip(watched, p.gradients)]
         return outs, grads, updates

@@ -71,8 +71,9 @@ def apply(op, inputs, attrs=None, name=None):
     except FlowLayersError as e:
         who = f"layer {layer.name!r}" if layer else f"op {name!r}"
         raise type(e)(f"{who}: {e}") from None
-    node = Node(op, inputs, attrs, name, layer,
-                attrs["variable"].placement if op.name == "variable" else current_placement())
+    placement = attrs["variable"].placement if op.name == "variable" else \
+        None if op.name == "placeholder" else current_placement()       # inputs are fed to every device
+    node = Node(op, inputs, attrs, name, layer, placement)
     out_sbps = propagate.infer_sbp(node, specs)
     node.outputs = tuple(Blob(node, i, s, d, sbp) for i, ((s, d), sbp) in enumerate(zip(specs, out_sbps)))
     return node.outputs[0] if len(node.outputs) == 1 else node.outputs

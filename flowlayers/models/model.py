@@ -17,7 +17,7 @@ from .. import dtypes, engine, losses as losses_mod, metrics as metrics_mod, opt
 from ..errors import CheckpointError, GraphError, InputError, ShapeError, describe_shape
 from ..framework import checkpoint_format as checkpoint
 from ..framework.blob import Blob
-from ..framework.graph import Call, apply, layer_scope, record_call, topo_sort, units
+from ..framework.graph import Call, apply, layer_scope, placement_scope, record_call, topo_sort, units
 from ..framework.program import Program
 from ..ops import source
 from ..ops.reduce import reduce_mean
@@ -301,6 +301,12 @@ class Model:
         if self._heads is None and len(self.outputs) != 1:
             raise GraphError(f"Model {self.name!r}: fit/evaluate of a model with {len(self.outputs)} outputs expected "
                              f"it compiled with a loss per output (compile(loss=[...]) or a dict by output name)")
+        # outputs made under one flow.scope.placement: the loss and metrics are computed there too
+        placed = {b.node.placement for b in self.outputs}
+        with placement_scope(placed.pop()) if len(placed) == 1 and None not in placed else contextlib.nullcontext():
+            return self._train_program(phase, weighted)
+
+    def _train_program(self, phase, weighted):
         weight = source.placeholder((None,), dtypes.float32, f"{self.name}/sample_weight") if weighted else None
 
         def weighed(per_example):   # Keras: weighted per-sample losses summed over the batch size; metrics stay

@@ -124,3 +124,28 @@ def test_a_model_built_under_a_placement_is_refused_in_the_mirrored_view():
     with pytest.raises(flow.ConfigError, match=r"variable 'placed/kernel' of 'model.predict' was built under "
                                                r"flow.scope.placement on devices 0:1: expected the consistent view"):
         model.predict(X, verbose=0)
+
+
+def test_a_keras_model_with_placed_layers_trains_to_one_device_weights():
+    """The Keras face: layers built under placements; compile's loss and metrics run where the output is."""
+    results = []
+    for devices in (1, 2):
+        flow.config.set_view("consistent")
+        flow.config.gpu_device_num(devices)
+        flow.clear_session()
+        flow.config.set_seed(2)
+        x = flow.Input((6,))
+        with flow.scope.placement("cpu", "0:0"):
+            h = flow.layers.Dense(16, activation="relu", kernel_regularizer=flow.regularizers.L2(0.01))(x)
+        with flow.scope.placement("cpu", "0:1" if devices == 2 else "0:0"):
+            y = flow.layers.Dense(3)(h)
+        model = flow.Model(x, y)
+        model.compile(flow.optimizers.Adam(0.01), flow.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=["accuracy"])
+        history = model.fit(X, Y, batch_size=4, epochs=2, shuffle=False, verbose=0).history
+        results.append((history, model.get_weights()))
+    (h1, w1), (h2, w2) = results
+    np.testing.assert_allclose(h2["loss"], h1["loss"], rtol=1e-6)
+    assert h2["accuracy"] == h1["accuracy"]
+    for a, b in zip(w1, w2):
+        np.testing.assert_allclose(b, a, atol=1e-6)
