@@ -38,9 +38,9 @@ RESULTS_MD, RESULTS_JSON = HERE / "MUTATION_RESULTS.md", HERE / "mutation_result
 T = "tests/"
 STEP_TESTS = [T + "parallel/test_view_equivalence.py", T + "parallel/test_replicas_and_rules.py",
               T + "optimizers", T + "parallel/test_update_kernels.py", T + "parallel/test_mirrored_all_reduce.py",
-              T + "parallel/test_hybrid.py", T + "parallel/test_split_step.py"]
+              T + "parallel/test_hybrid.py", T + "parallel/test_split_step.py", T + "parallel/test_placement.py"]
 PLAN_TESTS = [T + "parallel/test_planner_units.py", T + "parallel/test_boxing.py", T + "parallel/test_signatures.py",
-              T + "parallel/test_hybrid.py", T + "parallel/test_with_sbp.py"]
+              T + "parallel/test_hybrid.py", T + "parallel/test_with_sbp.py", T + "parallel/test_placement.py"]
 CHECKPOINT_TESTS = [T + "test_checkpoints.py", T + "test_oneflow_model_io.py"]
 ERROR_TESTS = [T + "test_input_checks.py", T + "test_user_errors.py", T + "parallel/test_replicas_and_rules.py",
                T + "parallel/test_rules_change.py"]
@@ -71,6 +71,10 @@ TARGETS = {
     "flowlayers/framework/variable.py": ERROR_TESTS,
     "flowlayers/inputs.py": ERROR_TESTS,
     "flowlayers/config.py": ERROR_TESTS,
+    # whole-model save, regularizers, placements on some devices
+    "flowlayers/models/saving.py": [T + "models/test_whole_model_save.py", T + "layers/test_layer_configs.py"],
+    "flowlayers/regularizers.py": [T + "test_regularizers.py"],
+    "backends/flowlayers_tensorflow/placements.py": [T + "parallel/test_placement.py"],
 }
 
 

@@ -86,6 +86,13 @@ def save(directory, variables, state=None):
         raise
 
 
+def refuse_existing(path, overwrite, where):
+    """``overwrite=False`` and ``path`` exists: a CheckpointError (Keras would ask; a program cannot be asked)."""
+    if not overwrite and os.path.exists(path):
+        raise CheckpointError(f"{where}: {os.fspath(path)!r} exists and overwrite=False; expected a new path, or pass "
+                              f"overwrite=True")
+
+
 def _check_replaceable(path):
     """A save replaces ``path`` only if it is a checkpoint, an empty directory or nothing: never the user's files."""
     if not os.path.lexists(path):

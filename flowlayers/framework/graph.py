@@ -115,34 +115,27 @@ def unit_inputs(unit):
 
 def units(outputs):
     """The calls and op nodes ``outputs`` need, each after those it reads (a layer's own ops are inside its
-    call); iterative, so deep models are fine."""
-    order, seen = [], set()
-    stack = [(unit_of(b)[0], False) for b in reversed(outputs)]
-    while stack:
-        unit, expanded = stack.pop()
-        if id(unit) in seen:
-            continue
-        if expanded:
-            seen.add(id(unit))
-            order.append(unit)
-            continue
-        stack.append((unit, True))
-        stack.extend((unit_of(x)[0], False) for x in reversed(unit_inputs(unit)))
-    return order
+    call)."""
+    return _producers_first([unit_of(b)[0] for b in outputs], lambda u: [unit_of(x)[0] for x in unit_inputs(u)])
 
 
 def topo_sort(outputs):
-    """Nodes needed for ``outputs``, producers before consumers (iterative: deep models are fine)."""
+    """Nodes needed for ``outputs``, producers before consumers."""
+    return _producers_first([b.node for b in outputs], lambda node: [x.node for x in node.inputs])
+
+
+def _producers_first(roots, producers):
+    """``roots`` and all they need, each after its ``producers(item)`` (iterative: deep models are fine)."""
     order, seen = [], set()
-    stack = [(b.node, False) for b in reversed(outputs)]
+    stack = [(item, False) for item in reversed(roots)]
     while stack:
-        node, expanded = stack.pop()
-        if id(node) in seen:
+        item, expanded = stack.pop()
+        if id(item) in seen:
             continue
         if expanded:
-            seen.add(id(node))
-            order.append(node)
+            seen.add(id(item))
+            order.append(item)
             continue
-        stack.append((node, True))
-        stack.extend((x.node, False) for x in reversed(node.inputs) if id(x.node) not in seen)
+        stack.append((item, True))
+        stack.extend((p, False) for p in reversed(producers(item)) if id(p) not in seen)
     return order

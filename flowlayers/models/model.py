@@ -197,9 +197,7 @@ class Model:
         if kwargs:
             raise InputError(f"Model {self.name!r}.save_weights: unexpected keyword argument(s) {sorted(kwargs)}; "
                              f"expected filepath and overwrite")
-        if not overwrite and os.path.exists(filepath):
-            raise CheckpointError(f"Model {self.name!r}.save_weights: {os.fspath(filepath)!r} exists and "
-                                  f"overwrite=False; expected a new path, or pass overwrite=True")
+        checkpoint.refuse_existing(filepath, overwrite, f"Model {self.name!r}.save_weights")
         self._save_checkpoint(filepath)
 
     def save(self, filepath, overwrite=True, zipped=None, **kwargs):

@@ -49,9 +49,7 @@ def save_model(model, filepath, overwrite=True, zipped=None, **kwargs):
     if zipped:
         raise ConfigError(f"{where}: zipped={zipped!r} is not supported; flowlayers writes the model as a directory, "
                           f"so expected zipped=None or False")
-    if not overwrite and os.path.exists(path):
-        raise CheckpointError(f"{where}: {path!r} exists and overwrite=False; expected a new path, or pass "
-                              f"overwrite=True")
+    checkpoint.refuse_existing(path, overwrite, where)
     model._require_built("save")
     description = {"format": FORMAT, **_describe(model), "compile": _compile_config(model)}
     model._save_checkpoint(path, extra_state={"model": description})
