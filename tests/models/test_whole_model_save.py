@@ -98,6 +98,9 @@ def test_sequential_nested_and_multi_output_models_come_back_whole(tmp_path):
     loaded = flow.models.load_model(tmp_path / "siamese")
     inner = loaded.get_layer("encoder")
     assert type(inner) is flow.Sequential and [l.name for l in inner.layers] == ["enc_hidden", "enc_out"]
+    assert inner.output.shape == (None, 4) and [l.name for l in loaded.layers][:3] == ["encoder", "subtract", "score"]
+    with pytest.raises(flow.GraphError, match="output expected a model with one output, received 2 outputs"):
+        loaded.output
     assert len(loaded.weights) == len(model.weights) == 8            # the shared encoder counted once
     assert loaded.metrics_names == model.metrics_names == ["loss", "score_loss", "label_loss", "label_accuracy"]
     got, want = loaded.predict(x, verbose=0), model.predict(x, verbose=0)
@@ -150,7 +153,7 @@ def test_custom_layers_load_through_custom_objects(tmp_path):
     x = flow.Input((4,))
     model = flow.Model(x, L.Dense(2)(Scale(3.0, name="scale")(x)))
     model.layers[0].set_weights([np.array([1.0, 2.0, 3.0, 4.0], np.float32)])
-    model.save(tmp_path / "m")
+    flow.models.save_model(model, tmp_path / "m")           # Keras' function form of model.save
     with pytest.raises(flow.CheckpointError, match=r"layer 'scale' is of class 'Scale'.*custom_objects"):
         flow.models.load_model(tmp_path / "m")
     loaded = flow.models.load_model(tmp_path / "m", custom_objects={"Scale": Scale})
