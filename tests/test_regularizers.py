@@ -133,6 +133,15 @@ def test_a_saved_model_keeps_its_regularizers(tmp_path):
     assert loaded.evaluate(X, Y, verbose=0) == model.evaluate(X, Y, verbose=0)
 
 
+def test_the_lower_case_names_take_each_face_s_defaults():
+    R = flow.regularizers
+    keras_l1, keras_l2, keras_both = (R.get(f(), "x") for f in (R.l1, R.l2, R.l1_l2))
+    assert (keras_l1.l1, keras_l2.l2, keras_both.l1, keras_both.l2) == (0.01, 0.01, 0.0, 0.0)      # Keras 3's
+    oneflow = [R.get(f(), "x", convention="oneflow") for f in (R.l1, R.l2, R.l1_l2)]
+    assert [(r.l1, r.l2) for r in oneflow] == [(0.01, 0.0), (0.0, 0.005), (0.01, 0.005)]          # l2 / 2: OneFlow's
+    assert R.get("l1l2", "x").get_config() == {"l1": 0.0, "l2": 0.0}
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda: flow.layers.Dense(2, kernel_regularizer="l3"), r"layer 'dense': kernel_regularizer: expected a "
                                                             r"flow.regularizers.\* regularizer, one of .* received 'l3'"),

@@ -25,7 +25,7 @@ def check_consistent(program):
         if node.placement is not None:
             sizes.setdefault(len(node.placement), node)
     if len(sizes) > 1:
-        a, b = list(sizes.values())[:2]
+        a, b, *_ = sizes.values()
         raise ConfigError(f"flow.scope.placement: {program.name!r} places op {a.name!r} on {_where(a.placement)} and "
                           f"op {b.name!r} on {_where(b.placement)}; expected placements on some devices of one size "
                           f"in a step (TF DTensor's steps hang moving tensors between meshes of different sizes)")

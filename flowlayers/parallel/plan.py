@@ -138,7 +138,7 @@ def _plan(nodes, axes, batch, loss, trainable, source_sbp, supports, rounds, who
             elif p.wanted[(node, i)] != p.sbp[x]:
                 p.boxing.append(_boxing(_label(x.node), node.name, p.sbp[x], p.wanted[(node, i)], fed(x.shape),
                                         x.dtype, axes))
-    if loss is not None and trainable:
+    if loss is not None:        # (nothing trainable: no Blob carries a gradient, so nothing is added)
         p.boxing.extend(_backward(p, nodes, loss, trainable, fed))
     return p
 

@@ -175,6 +175,28 @@ def test_a_layer_whose_config_does_not_make_it_again_is_refused_before_anything_
     assert L.Dense(1).name == "dense"         # the trial remake took no automatic name
 
 
+class Block(L.Layer):
+    """A custom layer that makes its own Dense in its constructor (taking an automatic name)."""
+
+    def __init__(self, units, **kwargs):
+        super().__init__(**kwargs)
+        self.units, self.inner = units, L.Dense(units)
+
+    def call(self, x):
+        return self.inner(x)
+
+    def get_config(self):
+        return {**super().get_config(), "units": self.units}
+
+
+def test_a_save_takes_no_automatic_name(tmp_path):
+    """The save's trial remake of each layer leaves automatic names as they were: a layer made after a save is
+    named as it would be without it."""
+    x = flow.Input((4,))
+    flow.Model(x, Block(3, name="block")(x)).save(tmp_path / "m")
+    assert L.Dense(1).name == "dense_1"       # the Block's own Dense took "dense"
+
+
 def test_nothing_in_the_file_names_code_that_would_run(tmp_path):
     """A tampered file naming any importable callable (``os.system``) is refused: classes come only from
     flowlayers' own layers and ``custom_objects``."""

@@ -149,3 +149,24 @@ def test_a_keras_model_with_placed_layers_trains_to_one_device_weights():
     assert h2["accuracy"] == h1["accuracy"]
     for a, b in zip(w1, w2):
         np.testing.assert_allclose(b, a, atol=1e-6)
+
+
+def test_placements_feeding_each_other_in_a_cycle_are_refused():
+    flow.config.set_view("consistent")
+    flow.config.gpu_device_num(2)
+    flow.clear_default_session()
+
+    @flow.global_function(type="train")
+    def train_job(x: tp.Numpy.Placeholder((8, 6)), y: tp.Numpy.Placeholder((8,), dtype=flow.int32)) -> tp.Numpy:
+        with flow.scope.placement("cpu", "0:0"):
+            h = flow.layers.dense(x, 16, activation=flow.nn.relu, name="hidden")
+        with flow.scope.placement("cpu", "0:1"):
+            h = flow.layers.dense(h, 16, activation=flow.nn.relu, name="middle")
+        with flow.scope.placement("cpu", "0:0"):
+            loss = flow.nn.sparse_softmax_cross_entropy_with_logits(y, flow.layers.dense(h, 3, name="output"))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
+        return loss
+
+    with pytest.raises(flow.ConfigError, match=r"tensors of 'train_job' go around the placements devices 0:0 -> "
+                                               r"devices 0:1 -> devices 0:0"):
+        train_job(X, Y)
