@@ -313,11 +313,11 @@ class Model:
 
         if self._heads is None:
             label = self._label_placeholder()
-            labels, per_example = [label], weighed(self.loss(label, self.outputs[0]))
+            labels, per_example = [label], weighed(_per_example(self.loss(label, self.outputs[0])))
             if self._loss_weight != 1.0:
                 per_example = per_example * self._loss_weight
             head_losses = []
-            metric_blobs = [m.values(label, self.outputs[0]) for m in self.compiled_metrics]
+            metric_blobs = [_per_example(m.values(label, self.outputs[0])) for m in self.compiled_metrics]
         else:
             labels, head_losses, metric_blobs, per_example = [], [], [], None
             for h in self._heads:
@@ -325,13 +325,10 @@ class Model:
                     continue
                 out, label = self.outputs[h.index], self._label_placeholder(h)
                 labels.append(label)
-                loss = h.loss(label, out)
-                if loss.ndim > 1:           # each output's mean over its elements, as Keras reduces it
-                    loss = reduce_mean(loss, axis=list(range(1, loss.ndim)))
-                head_losses.append(weighed(loss))
+                head_losses.append(weighed(_per_example(h.loss(label, out))))
                 share = head_losses[-1] * h.weight if h.weight != 1.0 else head_losses[-1]
                 per_example = share if per_example is None else per_example + share
-                metric_blobs += [m.values(label, out) for m in h.metrics]
+                metric_blobs += [_per_example(m.values(label, out)) for m in h.metrics]
         per_example = regularizers.penalized(per_example)     # Keras: the reported loss includes the penalties
         outputs = [per_example] + head_losses + metric_blobs
         return Program(self.inputs + labels + ([weight] if weighted else []), outputs, ["sum"] * len(outputs),
@@ -399,6 +396,12 @@ class Model:
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name!r}>"
+
+
+def _per_example(values):
+    """Each example's mean over its other axes: a per-token loss or metric averages over every token, as Keras
+    reduces it (the host then averages the examples)."""
+    return reduce_mean(values, axis=list(range(1, values.ndim))) if values.ndim > 1 else values
 
 
 def _only(value, what, model):
