@@ -22,6 +22,7 @@ from .inputs import Input
 from .job import function_config, global_function, watch, watch_diff
 from .models import Model, Sequential
 from .ops.elementwise import add, cast, constant, divide, multiply, subtract
+from .ops.einsum import einsum
 from .ops.matmul import matmul
 from .ops.shape import concat, flatten, reshape, transpose
 from .ops.embedding import gather

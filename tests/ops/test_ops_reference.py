@@ -206,6 +206,58 @@ def test_matmul_operator():
     check([F(3), P(3, 2)], lambda a, b: a @ b, lambda a, b: tf.einsum("nk,kc->nc", a, b))
 
 
+def r_einsum(equation):
+    """einsum by broadcasting: every operand laid out over all letters, multiplied, the summed letters reduced
+    (no tf.einsum, which is the kernel under test)."""
+    left, out = equation.split("->")
+    terms = left.split(",")
+    letters = sorted(set("".join(terms)))
+
+    def spread(x, term):
+        order = [term.index(c) for c in letters if c in term]
+        x = tf.transpose(x, order)
+        shape = [tf.shape(x)[[c for c in letters if c in term].index(c)] if c in term else 1 for c in letters]
+        return tf.reshape(x, shape)
+
+    def ref(*xs):
+        product = spread(xs[0], terms[0])
+        for x, term in zip(xs[1:], terms[1:]):
+            product = product * spread(x, term)
+        summed = tf.reduce_sum(product, axis=[i for i, c in enumerate(letters) if c not in out])
+        kept = [c for c in letters if c in out]
+        return tf.transpose(summed, [kept.index(c) for c in out])
+    return ref
+
+
+@pytest.mark.parametrize("equation, specs", [
+    ("bqd,dhk->bqhk", [F(4, 6), P(6, 2, 3)]),          # attention's projections, Keras' variable shapes
+    ("bqhk,bvhk->bhqv", [F(4, 2, 3), F(5, 2, 3)]),     # attention scores
+    ("bhqv,bvhk->bqhk", [F(2, 4, 5), F(5, 2, 3)]),     # attention's weighted values
+    ("bqhk,hkd->bqd", [F(4, 2, 3), P(2, 3, 6)]),       # the output projection
+    ("abc->ac", [F(6, 2)]),
+    ("ab,cb->ac", [F(3), P(5, 3)]),
+])
+def test_einsum(equation, specs):
+    check(specs, lambda *xs: flow.einsum(equation, *xs), r_einsum(equation))
+
+
+@pytest.mark.parametrize("equation, shapes, message", [
+    ("ab,bc", [(2, 3), (3, 4)], r"expected 'subscripts,subscripts->subscripts' of letters \(explicit '->'"),
+    ("...b,bc->...c", [(2, 3), (3, 4)], "no ellipsis"),
+    ("ab,bc->ac", [(2, 3)], r"expected one or two operands, as many as the equation's terms \(2\), received 1"),
+    ("aab->b", [(2, 2, 3)], r"expected each letter at most once per term \(no diagonals\), received 'aab'"),
+    ("ab,bc->ad", [(2, 3), (3, 4)], r"expected the output's letters among the operands', received \['d'\]"),
+    ("ab,bc->ac", [(2, 3), (4, 4)], r"letter 'b' expected one size, received 3 and 4"),
+    ("abc,bc->a", [(2, 3), (3, 4)], r"operand 'abc' expected rank 3, received shape \(2, 3\)"),
+])
+def test_einsum_mistakes_are_named(equation, shapes, message):
+    from flowlayers.ops.source import placeholder
+
+    xs = [placeholder(s, flow.float32, f"x{i}") for i, s in enumerate(shapes)]
+    with pytest.raises(flow.ShapeError, match=f"einsum .*{message}"):
+        flow.einsum(equation, *xs)
+
+
 # --------------------------------------------------------------------------- convolution and pooling
 CONV_CASES = [   # (H, W, Cin, kernel (kh, kw, Cout), strides, padding, dilations)
     ((7, 7), 3, (3, 3, 4), 1, "VALID", 1),

@@ -8,6 +8,10 @@ def matmul(node, a, b, ctx):
     return tf.linalg.matmul(a, b, transpose_a=node.attrs["transpose_a"], transpose_b=node.attrs["transpose_b"])
 
 
+def einsum(node, *operands, ctx):
+    return tf.einsum(node.attrs["equation"], *operands)
+
+
 def _nhwc(fn, x, fmt, ctx):
     """Run ``fn(x, tf_format)`` in the layout the device supports, returning ``fmt``."""
     if fmt == "NHWC" or ctx.native_nchw:
@@ -104,5 +108,5 @@ def bias_add(node, x, b, ctx):
     return x + tf.reshape(b, shape)
 
 
-KERNELS = {"matmul": matmul, "conv2d": conv2d, "conv2d_transpose": conv2d_transpose, "max_pool2d": max_pool2d,
+KERNELS = {"matmul": matmul, "einsum": einsum, "conv2d": conv2d, "conv2d_transpose": conv2d_transpose, "max_pool2d": max_pool2d,
            "avg_pool2d": avg_pool2d, "bias_add": bias_add}
