@@ -1,4 +1,5 @@
 """Keras-style layers (``Dense``) and OneFlow's functional layers (``dense``) in one namespace."""
+from .attention import MultiHeadAttention
 from .base import Layer
 from .convolution import Conv1D, Conv2D, Conv2DTranspose
 from .core import (Activation, Add, Average, Concatenate, Dropout, Embedding, Multiply, ReLU, Rescaling, Softmax,
@@ -18,5 +19,5 @@ __all__ = [
     "Softmax", "Add", "Concatenate", "dense", "conv2d", "batch_normalization", "Conv1D", "Convolution1D",
     "GlobalAveragePooling2D", "GlobalAvgPool2D", "GlobalMaxPooling2D", "GlobalMaxPool2D", "UpSampling2D",
     "ZeroPadding2D", "Rescaling", "Subtract", "Multiply", "Average", "add", "subtract", "multiply", "average",
-    "concatenate", "Conv2DTranspose", "Convolution2DTranspose",
+    "concatenate", "Conv2DTranspose", "Convolution2DTranspose", "MultiHeadAttention",
 ]

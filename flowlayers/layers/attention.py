@@ -1,0 +1,127 @@
+"""MultiHeadAttention, as Keras 3 computes it and names its weights.
+
+    mha = flow.layers.MultiHeadAttention(num_heads=4, key_dim=16)
+    y = mha(x, x, use_causal_mask=True)                 # self-attention, (batch, seq, model_dim)
+
+Weights ``<name>/query/kernel`` ``(model_dim, heads, key_dim)`` and ``query/bias`` ``(heads, key_dim)``, likewise
+``key`` and ``value``, then ``attention_output/kernel`` ``(heads, value_dim, out)`` and its bias: Keras' paths
+and shapes, so its layout rules (heads split over ``model``) carry over.  Every product is a ``flow.einsum``,
+whose signatures come from its equation.
+"""
+import math
+
+import numpy as np
+
+from .. import dtypes, initializers, regularizers
+from ..errors import LayerError, ShapeError, describe_shape
+from ..ops import einsum as einsum_ops, elementwise as ew, nn, shape as shape_ops
+from .base import Layer
+
+LARGE_NEGATIVE = -1e9       # what Keras' masked softmax adds where the mask is off (float32)
+
+
+class MultiHeadAttention(Layer):
+    def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True, output_shape=None,
+                 attention_axes=None, kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 kernel_regularizer=None, bias_regularizer=None, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        what = f"layer {self.name!r} (MultiHeadAttention)"
+        for arg, v in (("num_heads", num_heads), ("key_dim", key_dim), ("value_dim", value_dim or key_dim)):
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise LayerError(f"{what}: {arg} expected a positive int, received {v!r}")
+        if not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+            raise LayerError(f"{what}: dropout expected a number in [0, 1), received {dropout!r}")
+        if attention_axes is not None:
+            raise LayerError(f"{what}: attention_axes={attention_axes!r} is not supported; expected None (attention "
+                             f"over the sequence axis)")
+        if isinstance(output_shape, (tuple, list)) and len(output_shape) == 1:
+            output_shape = output_shape[0]
+        if output_shape is not None and (isinstance(output_shape, bool) or not isinstance(output_shape, int)
+                                         or output_shape <= 0):
+            raise LayerError(f"{what}: output_shape expected None or a positive int, received {output_shape!r}")
+        self.num_heads, self.key_dim, self.value_dim = num_heads, key_dim, value_dim or key_dim
+        self.dropout, self.use_bias, self.output_shape, self.seed = float(dropout), use_bias, output_shape, seed
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
+        self.kernel_regularizer = regularizers.get(kernel_regularizer, f"{what}: kernel_regularizer")
+        self.bias_regularizer = regularizers.get(bias_regularizer, f"{what}: bias_regularizer")
+
+    def __call__(self, query, value=None, key=None, attention_mask=None, use_causal_mask=False, training=None,
+                 return_attention_scores=False):
+        """Keras' call: ``mha(query, value, key=None, attention_mask=None, use_causal_mask=False)``."""
+        if isinstance(query, (list, tuple)):        # as a saved model calls it again: the Blobs in one list
+            query, value, key, *mask = list(query) + [None] * (4 - len(query))
+            attention_mask = mask[0] if mask and mask[0] is not None else attention_mask
+        if value is None:
+            raise LayerError(f"layer {self.name!r} (MultiHeadAttention): expected mha(query, value), received no "
+                             f"value")
+        inputs = [query, value, value if key is None else key] + ([attention_mask] if attention_mask is not None
+                                                                 else [])
+        for blob, what in zip(inputs, ("query", "value", "key")):
+            if getattr(blob, "ndim", 3) != 3:
+                raise ShapeError(f"layer {self.name!r} (MultiHeadAttention): {what} expected shape (batch, seq, "
+                                 f"features), received {describe_shape(blob.shape)}")
+        return super().__call__(inputs, training=training, use_causal_mask=bool(use_causal_mask),
+                                return_attention_scores=bool(return_attention_scores))
+
+    def build(self, shapes):
+        (_, _, d_query), (_, _, d_value), (_, _, d_key) = shapes[:3]
+        heads, k, v = self.num_heads, self.key_dim, self.value_dim
+        self.query_kernel, self.query_bias = self._dense("query", (d_query, heads, k), (heads, k))
+        self.key_kernel, self.key_bias = self._dense("key", (d_key, heads, k), (heads, k))
+        self.value_kernel, self.value_bias = self._dense("value", (d_value, heads, v), (heads, v))
+        out = self.output_shape or d_query
+        self.output_kernel, self.output_bias = self._dense("attention_output", (heads, v, out), (out,))
+
+    def _dense(self, name, kernel_shape, bias_shape):
+        kernel = self.add_weight(f"{name}/kernel", kernel_shape, self.kernel_initializer,
+                                 regularizer=self.kernel_regularizer)
+        bias = self.add_weight(f"{name}/bias", bias_shape, self.bias_initializer,
+                               regularizer=self.bias_regularizer) if self.use_bias else None
+        return kernel, bias
+
+    def _project(self, x, equation, kernel, bias):
+        y = einsum_ops.einsum(equation, x, self.read(kernel))
+        return y + self.read(bias) if bias is not None else y
+
+    def call(self, inputs, training=None, use_causal_mask=False, return_attention_scores=False):
+        query, value, key, *mask = inputs
+        q = self._project(query, "abc,cde->abde", self.query_kernel, self.query_bias) * (1.0 / math.sqrt(
+            self.key_dim))
+        k = self._project(key, "abc,cde->abde", self.key_kernel, self.key_bias)
+        v = self._project(value, "abc,cde->abde", self.value_kernel, self.value_bias)
+        scores = einsum_ops.einsum("aecd,abcd->acbe", k, q)                 # (batch, heads, q_seq, v_seq)
+        allowed = self._allowed(query, value, mask[0] if mask else None, use_causal_mask)
+        if allowed is not None:
+            scores = scores + (1.0 - allowed) * LARGE_NEGATIVE
+        probs = nn.softmax(scores, axis=-1)
+        if self.dropout:
+            probs = nn.dropout(probs, self.dropout, training=training, seed=self.seed)
+        attended = einsum_ops.einsum("acbe,aecd->abcd", probs, v)           # (batch, q_seq, heads, value_dim)
+        out = self._project(attended, "abcd,cde->abe", self.output_kernel, self.output_bias)
+        return (out, probs) if return_attention_scores else out
+
+    def _allowed(self, query, value, mask, causal):
+        """1.0 where a query may attend to a value, else 0.0, shaped to broadcast over the heads; None: all."""
+        allowed = None
+        if mask is not None:
+            allowed = shape_ops.reshape(ew.cast(mask, dtypes.float32), (mask.shape[0], 1) + mask.shape[1:])
+        if causal:
+            tq, tv = query.shape[1], value.shape[1]
+            if tq is None or tv is None:
+                raise ShapeError(f"layer {self.name!r} (MultiHeadAttention): use_causal_mask expected known "
+                                 f"sequence lengths, received query {describe_shape(query.shape)} and value "
+                                 f"{describe_shape(value.shape)}")
+            lower = ew.constant(np.tril(np.ones((1, 1, tq, tv), np.float32)), dtypes.float32)
+            allowed = lower if allowed is None else allowed * lower
+        return allowed
+
+    def get_config(self):
+        return {**super().get_config(), "num_heads": self.num_heads, "key_dim": self.key_dim,
+                "value_dim": self.value_dim, "dropout": self.dropout, "use_bias": self.use_bias,
+                "output_shape": self.output_shape, "attention_axes": None, "seed": self.seed,
+                "kernel_initializer": initializers.serialize(self.kernel_initializer),
+                "bias_initializer": initializers.serialize(self.bias_initializer),
+                "kernel_regularizer": regularizers.serialize(self.kernel_regularizer),
+                "bias_regularizer": regularizers.serialize(self.bias_regularizer)}
+
