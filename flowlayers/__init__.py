@@ -5,7 +5,7 @@
     flow.config.set_view("consistent")   # or "mirrored"
 """
 from . import (activations, callbacks, checkpoint, config, data, distribute, initializers, losses, math, metrics,
-               nn, optimizer, optimizers, regularizers, sbp, scope, train, typing)
+               nn, optimizer, optimizers, parallel, regularizers, sbp, scope, train, typing)
 from . import distribute as distribute_mod
 from . import layers
 from .dtypes import bfloat16, double, float, float16, float32, float64, int8, int32, int64  # noqa: A004

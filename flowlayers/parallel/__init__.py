@@ -1,6 +1,7 @@
 """The planner: SBP propagation, Boxing and its cost.  Pure Python, no engine."""
 from ..errors import SBPError
 from ..framework.blob import Blob
+from .presets import attention_rules
 
 
 def signatures_of(blob):
