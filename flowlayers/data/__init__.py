@@ -8,5 +8,7 @@
 from .digits import load_digits
 from .idx import read_idx
 from .mnist import load_mnist, load_mnist_arrays, write_mnist_npz
+from .text import CharTokenizer, load_python_text, next_token_windows
 
-__all__ = ["load_mnist", "load_mnist_arrays", "write_mnist_npz", "load_digits", "read_idx"]
+__all__ = ["load_mnist", "load_mnist_arrays", "write_mnist_npz", "load_digits", "read_idx", "load_python_text",
+           "CharTokenizer", "next_token_windows"]

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import flowlayers as flow
 from flowlayers.data import load_digits, load_mnist, load_mnist_arrays, read_idx, write_mnist_npz
 from flowlayers.errors import InputError
 
@@ -254,3 +255,21 @@ def test_load_mnist_says_where_it_looked_without_url(tmp_path, monkeypatch):
 def test_load_mnist_wrong_arguments_are_named(kwargs, message):
     with pytest.raises(InputError, match=message):
         load_mnist(**kwargs)
+
+
+def test_python_text_tokenizer_and_next_token_windows():
+    text = flow.data.load_python_text(["textwrap"], max_chars=5000)
+    assert len(text) == 5000 and "def " in text
+    tokenizer = flow.data.CharTokenizer(text)
+    ids = tokenizer.encode(text)
+    assert tokenizer.decode(ids) == text and ids.max() == tokenizer.vocab_size - 1
+    x, y = flow.data.next_token_windows(ids, 16, stride=8)
+    assert x.shape == y.shape == (623, 16) and x.dtype == np.int32
+    np.testing.assert_array_equal(x[1, :8], x[0, 8:])               # windows every 8 ids
+    np.testing.assert_array_equal(y[:, :-1], x[:, 1:])              # targets: the next id
+    with pytest.raises(flow.InputError, match=r"module 'no_such_module' expected as a source file"):
+        flow.data.load_python_text(["no_such_module"])
+    with pytest.raises(flow.InputError, match="expected characters of its vocabulary, received \\['\u00e9'\\]"):
+        tokenizer.encode("\u00e9")
+    with pytest.raises(flow.InputError, match=r"expected more than seq_len=16 ids, received 3"):
+        flow.data.next_token_windows(ids[:3], 16)
