@@ -189,7 +189,7 @@ class JobFunction:
 def _carry_state(old, new):
     """A job rebuilt for another view or device count makes its optimizer anew: give it the old one's step and
     slot variables (their values move to the new runtime), so the switch leaves training where it was."""
-    if old is not None and type(old) is type(new) and old.slot_names == new.slot_names:
+    if old is not None and type(old) is type(new) and old.all_slot_names == new.all_slot_names:
         new.iterations = old.iterations
         new._slot_variables = old._slot_variables
 

@@ -237,7 +237,9 @@ class ConsistentExecutable(BaseExecutable):
         self._fns, self._relayouts, self._updates, self._blocks = {}, {}, {}, None
         self._group_size = self._all_reduce_group_size()
         self._apply_fn = tf.function(self._apply, autograph=False)
-        self._update_fn = tf.function(self._update, autograph=False)
+        # one update function per kind of step: applying the rule, or (gradient accumulation) only accumulating
+        self._update_fns = {flag: tf.function(functools.partial(self._update, update=flag), autograph=False)
+                            for flag in (True, False)}
 
     def _all_reduce_group_size(self):
         """How DTensor should group the step's all-reduces: all in one ("0") where its gradients and state updates
@@ -330,7 +332,8 @@ class ConsistentExecutable(BaseExecutable):
     def _traced_graphs(self):
         """The graphs of the step functions traced so far: DTensor's errors name an op type, found in them."""
         fns = [f for _, *traced in self._fns.values() for f in traced]
-        fns += [relayout for _, relayout in filter(None, self._relayouts.values())] + [self._apply_fn, self._update_fn]
+        fns += [relayout for _, relayout in filter(None, self._relayouts.values())] + [self._apply_fn,
+                                                                                       *self._update_fns.values()]
         return [c.graph for f in fns for c in f._list_all_concrete_functions()]
 
     def _fetch(self, value, mode):
@@ -372,23 +375,24 @@ class ConsistentExecutable(BaseExecutable):
         function): for hundreds of tensors (a 200-layer MLP's gradients per device), tf.function's handling of
         nested arguments costs 20 ms a call, the flat call 0.6 ms."""
         args = (grads, updates, tf.constant(lr, tf.float32), tf.constant(step, tf.int64))
-        if batch not in self._updates:
+        update = self.program.optimizer is None or self.program.optimizer.is_update_step(step)
+        if (batch, update) not in self._updates:
             if self._blocks is None:
                 self._blocks = self.runtime.device_blocks(self._handles)
                 self._position = {v.path: {i: j for j, i in enumerate(
                     self.runtime.device_indices(self._handles[v.path].layout.mesh))} for v in self._written}
-            self._updates[batch] = self._update_fn.get_concrete_function(*args)
-        update = self._updates[batch]
-        update._call_flat(tf.nest.flatten(args), update.captured_inputs)
+            self._updates[batch, update] = self._update_fns[update].get_concrete_function(*args)
+        function = self._updates[batch, update]
+        function._call_flat(tf.nest.flatten(args), function.captured_inputs)
 
-    def _update(self, grads, updates, lr, step):
+    def _update(self, grads, updates, lr, step, update=True):
         """The optimizer step, outside DTensor: on every device, the rule on the blocks it holds, by the same blocks
         of the gradients (``grads``, ``updates``: per variable, the blocks of its gradient or new value)."""
         for i, device in enumerate(self.runtime.devices):
             held = [self._position[v.path].get(i) for v in self._written]      # its block of each, or None
             pick = [None if j is None else blocks[j] for j, blocks in zip(held, list(grads) + list(updates))]
             with tf.device(device):
-                self._apply_copies(self._blocks[i], pick[:len(grads)], pick[len(grads):], lr, step)
+                self._apply_copies(self._blocks[i], pick[:len(grads)], pick[len(grads):], lr, step, update)
 
     def _fused(self, plan, feeds, lr, step):
         """Gradients and update in one DTensor function (only for the test that shows why the step is split)."""

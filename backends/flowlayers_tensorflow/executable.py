@@ -99,15 +99,16 @@ class BaseExecutable:
     def _retrace(self):
         raise NotImplementedError
 
-    def _apply_copies(self, copies, grads, updates, lr, step):
+    def _apply_copies(self, copies, grads, updates, lr, step, update=True):
         """The optimizer step of one device (``_apply_fn``, traced once for all) on ``copies``, its variables by
         path: its copies (mirrored view) or the blocks it holds (consistent view).  A variable the device does not
         hold (placed on other devices) comes as None, with its gradient, and is left to the devices holding it."""
         p = self.program
         self._apply_fn(grads, updates, [copies.get(v.path) for v in p.trainable],
-                       [copies.get(k) for k in self._slot_paths], [copies.get(v.path) for v, _ in p.updates], lr, step)
+                       [copies.get(k) for k in self._slot_paths], [copies.get(v.path) for v, _ in p.updates], lr, step,
+                       update)
 
-    def _apply(self, grads, updates, trainable, slots, updated, lr, step):
+    def _apply(self, grads, updates, trainable, slots, updated, lr, step, update=True):
         """The optimizer rule on one device's variables, and the state updates; elementwise, so a block of a
         variable is updated by the same block of its gradient as the whole would be."""
         p, slots, xp = self.program, iter(slots), TFMath()
@@ -115,7 +116,7 @@ class BaseExecutable:
         for var, handle, grad in zip(p.trainable, trainable, grads):
             var_slots = [next(slots) for _ in self.slot_vars[var.path]]
             if handle is not None:
-                p.optimizer.update(xp, handle, tf.cast(grad, handle.dtype), var_slots, lr, step)
+                p.optimizer.apply_gradient(xp, handle, tf.cast(grad, handle.dtype), var_slots, lr, step, update)
         for handle, value in zip(updated, updates):
             if handle is not None:
                 handle.assign(tf.cast(value, handle.dtype))
@@ -145,7 +146,8 @@ class Executable(BaseExecutable):
         active = min([self.runtime.num_replicas] + rows[:1])     # replicas with rows: a batch may be smaller
         try:
             with step_options(cpu=not self.runtime.native_nchw):
-                outs = self._fn(placed, tf.constant(lr, tf.float32), tf.constant(step, tf.int64), active)
+                update = self.program.optimizer is None or self.program.optimizer.is_update_step(step)
+                outs = self._fn(placed, tf.constant(lr, tf.float32), tf.constant(step, tf.int64), active, update)
         except FlowLayersError:
             raise
         except tf.errors.OpError as e:
@@ -154,7 +156,7 @@ class Executable(BaseExecutable):
         return [self.runtime.fetch(o, m) for o, m in zip(outs, modes)]
 
     # The traced step ----------------------------------------------------
-    def _step(self, feeds, lr, step, active):
+    def _step(self, feeds, lr, step, active, update=True):
         """``feeds``: per input, one tensor per device; the first ``active`` devices have rows (a batch smaller
         than the device count leaves the others none).  Returns per output one tensor per device."""
         p, rt = self.program, self.runtime
@@ -186,7 +188,7 @@ class Executable(BaseExecutable):
             if p.loss is not None or p.updates:
                 # the outputs first: one that reads a variable without feeding a gradient must not see the update
                 with tf.device(device), tf.control_dependencies(results[-1]):
-                    self._apply_copies(copies[i], grads, updates, lr, step)
+                    self._apply_copies(copies[i], grads, updates, lr, step, update)
         return [list(per_output) for per_output in zip(*results)]
 
     def _local(self, feeds, variables, step, replica_id):

@@ -304,7 +304,7 @@ def state(optimizers, position=None):
 def slot_variables(optimizers):
     """Checkpoint key -> slot Variable, for every optimizer (slots not made yet are made, as zeros)."""
     return {f"{owner}/{var.path}/{name}": slot for owner, (opt, variables) in optimizers.items()
-            for var in variables if var.trainable for name, slot in zip(opt.slot_names, opt.slots(var))}
+            for var in variables if var.trainable for name, slot in zip(opt.all_slot_names, opt.slots(var))}
 
 
 def restore(directory, weights, optimizers, extra_weights="refuse"):
@@ -348,7 +348,7 @@ def _open(directory, weights, extra_weights):
 
 
 def _optimizer_state(optimizer):
-    return {"class": type(optimizer).__name__, "slot_names": list(optimizer.slot_names),
+    return {"class": type(optimizer).__name__, "slot_names": list(optimizer.all_slot_names),
             "iterations": int(optimizer.iterations)}
 
 

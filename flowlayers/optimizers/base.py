@@ -9,7 +9,7 @@ class Optimizer:
     slot_names = ()
 
     def __init__(self, learning_rate=0.001, weight_decay=None, clipnorm=None, clipvalue=None, global_clipnorm=None,
-                 name=None, **kwargs):
+                 gradient_accumulation_steps=None, name=None, **kwargs):
         if not callable(learning_rate) and not isinstance(learning_rate, (int, float)):
             raise ConfigError(f"{type(self).__name__}: learning_rate expected a number, a schedule or a callable "
                               f"step -> rate, received {learning_rate!r}")
@@ -24,8 +24,13 @@ class Optimizer:
             if value is not None:
                 raise ConfigError(f"{type(self).__name__}: {what}={value!r} is not supported yet (gradient clipping "
                                   f"is not implemented in any view); expected None: leave {what} out")
+        if gradient_accumulation_steps is not None and (isinstance(gradient_accumulation_steps, bool) or not isinstance(
+                gradient_accumulation_steps, int) or gradient_accumulation_steps < 2):
+            raise ConfigError(f"{type(self).__name__}: gradient_accumulation_steps expected None or an int >= 2, "
+                              f"received {gradient_accumulation_steps!r}")
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
+        self.gradient_accumulation_steps = gradient_accumulation_steps
         self.name = name or type(self).__name__.lower()
         self.iterations = 0   # steps applied so far; the step counter saved in checkpoints
         self._slot_variables = {}   # variable path -> its slots, in slot_names order
@@ -33,8 +38,34 @@ class Optimizer:
     def slots(self, var):
         """The slot variables serving ``var`` (zeros at first), made once and kept with the optimizer."""
         if var.path not in self._slot_variables:
-            self._slot_variables[var.path] = [slot_variable(self, var, s) for s in self.slot_names]
+            self._slot_variables[var.path] = [slot_variable(self, var, s) for s in self.all_slot_names]
         return self._slot_variables[var.path]
+
+    @property
+    def all_slot_names(self):
+        """The rule's slots, then the gradient accumulator when ``gradient_accumulation_steps`` is set."""
+        return tuple(self.slot_names) + (("gradient_accumulator",) if self.gradient_accumulation_steps else ())
+
+    def is_update_step(self, step):
+        """Whether step ``step`` (from 1) updates the variables: every step, or every
+        ``gradient_accumulation_steps``-th (Keras 3's rule)."""
+        return not self.gradient_accumulation_steps or step % self.gradient_accumulation_steps == 0
+
+    def apply_gradient(self, xp, var, grad, slots, lr, step, update=True):
+        """One step's gradient for ``var``: the rule applied to it; with ``gradient_accumulation_steps`` K, added
+        to the accumulator, and on every K-th step (``update``) the rule applied to the mean of the last K
+        gradients and the accumulator cleared, as Keras 3 does: the rule sees the count of updates (``step / K``,
+        exact: ``step`` is a multiple of K there) as its step, as Keras' ``iterations`` counts them."""
+        if not self.gradient_accumulation_steps:
+            self.update(xp, var, grad, slots, lr, step)
+            return
+        *rule_slots, accumulated = slots
+        if not update:
+            xp.assign(accumulated, accumulated + grad)
+            return
+        k = self.gradient_accumulation_steps
+        self.update(xp, var, (grad + accumulated) * (1.0 / k), rule_slots, lr, step / k)
+        xp.assign(accumulated, accumulated * 0.0)
 
     def current_learning_rate(self):
         """The rate for the next step, from a float or a schedule called with the step."""
@@ -61,7 +92,8 @@ class Optimizer:
             xp.assign(var, var - var * (self.weight_decay * lr))
 
     def get_config(self):
-        return {"name": self.name, "learning_rate": self.learning_rate, "weight_decay": self.weight_decay}
+        return {"name": self.name, "learning_rate": self.learning_rate, "weight_decay": self.weight_decay,
+                "gradient_accumulation_steps": self.gradient_accumulation_steps}
 
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_config().items())})"
