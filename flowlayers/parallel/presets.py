@@ -1,4 +1,5 @@
-"""Layout-rule presets: Megatron-style tensor parallelism written against Keras' variable names.
+"""Layout-rule presets: Megatron-style tensor parallelism written against Keras' variable names, and ZeRO-style
+sharding of weights and optimizer state over the ``data`` axis.
 
     flow.config.set_mesh(data=2, model=2)
     flow.config.set_layout_rules(flow.parallel.attention_rules())
@@ -7,6 +8,13 @@ Each attention layer's heads are split over ``axis``: the query, key and value k
 ``(model_dim, heads, key_dim)`` along their heads dim, the output kernel ``(heads, value_dim, out)`` along its
 first, so a block's forward pass needs one all-reduce (the output projection's partial sum) and its heads never
 leave their device.  The rules are plain ``{regex: spec}`` entries; write your own the same way.
+
+    flow.config.set_layout_rules({**flow.parallel.attention_rules(), **flow.parallel.zero_rules(model)})
+
+``zero_rules`` splits each weight of a model over ``data`` along its first dim that divides (ZeRO stage 3: the
+optimizer's slots follow their weights): each device stores 1/N, the forward pass all-gathers a weight where it
+is used, the backward pass reduce-scatters its gradient.  Rules match in order, so rules given before it (tensor
+parallelism) win for the weights they name.
 """
 import re
 
@@ -26,3 +34,23 @@ def attention_rules(layers=".*", axis="model"):
     return {f"(^|/)({layers})/(query|key|value)/kernel$": (None, axis, None),
             f"(^|/)({layers})/(query|key|value)/bias$": (axis, None),
             f"(^|/)({layers})/attention_output/kernel$": (axis, None, None)}
+
+
+def zero_rules(model, axis="data"):
+    """Rules splitting every weight of ``model`` over mesh axis ``axis`` (of the mesh in force) along its first
+    dim of a size that divides; a weight with none stays whole."""
+    from .. import config
+
+    mesh = config.mesh_shape()
+    if axis not in mesh:
+        raise SBPError(f"flow.parallel.zero_rules: axis expected one of the mesh axes {list(mesh)}, received {axis!r}; "
+                       f"call flow.config.set_mesh(...) first")
+    weights = getattr(model, "weights", None)
+    if weights is None:
+        raise SBPError(f"flow.parallel.zero_rules: expected a built model (its weights), received {model!r}")
+    rules = {}
+    for w in weights:
+        dim = next((d for d, size in enumerate(w.shape) if size % mesh[axis] == 0), None)
+        if dim is not None:
+            rules[f"^{re.escape(w.path)}$"] = tuple(axis if d == dim else None for d in range(len(w.shape)))
+    return rules

@@ -49,3 +49,16 @@ def test_attention_rules_are_checked():
         flow.parallel.attention_rules("(")
     assert flow.parallel.attention_rules("b0_attn", axis="m")["(^|/)(b0_attn)/attention_output/kernel$"] == \
         ("m", None, None)
+
+
+def test_zero_rules_are_checked():
+    flow.config.set_view("consistent")
+    flow.config.gpu_device_num(2)
+    x = flow.Input((3,))
+    model = flow.Model(x, flow.layers.Dense(4, name="d")(x))
+    assert flow.parallel.zero_rules(model) == {"^d/kernel$": (None, "data"), "^d/bias$": ("data",)}
+    with pytest.raises(flow.SBPError, match=r"zero_rules: axis expected one of the mesh axes \['data'\], received "
+                                            r"'model'"):
+        flow.parallel.zero_rules(model, axis="model")
+    with pytest.raises(flow.SBPError, match=r"zero_rules: expected a built model \(its weights\), received 3"):
+        flow.parallel.zero_rules(3)

@@ -50,3 +50,44 @@ def test_tensor_parallel_gpt_equals_one_device_after_10_adam_steps():
     plan = model.parallel_plan(batch_size=BATCH)
     assert plan.variables["b1_attn/key/kernel"].shard_shape == (16, 2, 4)
     assert plan.variables["b1_mlp_out/kernel"].shard_shape == (32, 16)
+
+
+def test_zero_sharding_equals_one_device_and_holds_a_quarter_per_device():
+    """The same GPT with its weights and Adam's state sharded over a 4-device ``data`` axis (ZeRO): the forward
+    pass all-gathers each weight where it is used, the backward pass reduce-scatters its gradient; each device
+    holds about a quarter and training equals one device.  (ZeRO together with tensor parallelism on a 2x2 mesh
+    is not offered yet: DTensor rejects that step's layouts, see the note of issue 19.)"""
+    one, want = train(1, {}, {})
+    reference = one.get_weights()
+    flow.config.set_mesh(data=4)
+    flow.config.gpu_device_num(4)
+    model, got = train(4, {"data": 4}, flow.parallel.zero_rules(one))
+    np.testing.assert_allclose(got["loss"], want["loss"], rtol=1e-5)
+    for w, a, b in zip(model.weights, model.get_weights(), reference):
+        np.testing.assert_allclose(a, b, atol=1e-5, err_msg=w.path)
+    plan = model.parallel_plan(batch_size=BATCH)
+    assert plan.bytes_per_device < 0.3 * plan.logical_bytes, (plan.bytes_per_device, plan.logical_bytes)
+    assert plan.variables["token_embedding/embeddings"].shard_shape == (5, 16)
+    assert plan.variables["adam/token_embedding/embeddings/m"].shard_shape == (5, 16)
+    kinds = {kind for b in plan.boxing for _, kind in b.collectives}
+    assert {"all-gather", "reduce-scatter"} <= kinds, kinds
+
+
+def test_gradient_accumulation_over_two_micro_batches_equals_one_device():
+    def run(devices, mesh, rules):
+        flow.config.set_view("consistent")
+        flow.config.gpu_device_num(devices)
+        flow.config.set_mesh(**mesh)
+        flow.config.set_layout_rules(rules)
+        flow.clear_session()
+        flow.config.set_seed(3)
+        model = char_gpt.gpt(VOCAB, SEQ, width=16, heads=4, blocks=2)
+        model.compile(flow.optimizers.Adam(0.001, gradient_accumulation_steps=2),
+                      flow.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.fit([X, POSITIONS], Y, batch_size=BATCH // 2, epochs=1, shuffle=False, verbose=0)
+        return model.get_weights()
+
+    want = run(1, {}, {})
+    got = run(4, {"data": 2, "model": 2}, {**flow.parallel.attention_rules(), **char_gpt.MLP_RULES})
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, atol=1e-5)
