@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import flowlayers as flow
+import places
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(8, 5, 8)).astype(np.float32)
@@ -13,12 +14,7 @@ T = RNG.normal(size=(8, 5, 8)).astype(np.float32)
 
 
 def train(devices, mesh, rules):
-    flow.config.set_view("consistent")
-    flow.config.gpu_device_num(devices)
-    flow.config.set_mesh(**mesh)
-    flow.config.set_layout_rules(rules)
-    flow.clear_session()
-    flow.config.set_seed(1)
+    places.consistent(devices, mesh, rules, seed=1)
     x = flow.Input((5, 8))
     h = flow.layers.MultiHeadAttention(4, 2, name="b0_attn")(x, x, use_causal_mask=True)
     h = flow.layers.LayerNormalization(name="b0_norm")(x + h)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 import flowlayers as flow
+import places
 
 SPEC = importlib.util.spec_from_file_location(
     "char_gpt", Path(__file__).resolve().parents[2] / "tutorials" / "07_char_gpt.py")
@@ -26,16 +27,14 @@ Y = np.roll(X, -1, axis=1)
 POSITIONS = np.broadcast_to(np.arange(SEQ, dtype=np.int32), X.shape)
 
 
-def train(devices, mesh, rules):
-    flow.config.set_view("consistent")
-    flow.config.gpu_device_num(devices)
-    flow.config.set_mesh(**mesh)
-    flow.config.set_layout_rules(rules)
-    flow.clear_session()
-    flow.config.set_seed(3)
+def train(devices, mesh, rules, accumulate=None):
+    """10 Adam steps (``accumulate``: that many micro-batches of each batch per update) in a place."""
+    places.consistent(devices, mesh, rules, seed=3)
     model = char_gpt.gpt(VOCAB, SEQ, width=16, heads=4, blocks=2)
-    model.compile(flow.optimizers.Adam(0.001), flow.losses.SparseCategoricalCrossentropy(from_logits=True))
-    history = model.fit([X, POSITIONS], Y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0).history
+    model.compile(flow.optimizers.Adam(0.001, gradient_accumulation_steps=accumulate),
+                  flow.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit([X, POSITIONS], Y, batch_size=BATCH // (accumulate or 1), epochs=1, shuffle=False,
+                        verbose=0).history
     return model, history
 
 
@@ -74,20 +73,9 @@ def test_zero_sharding_equals_one_device_and_holds_a_quarter_per_device():
 
 
 def test_gradient_accumulation_over_two_micro_batches_equals_one_device():
-    def run(devices, mesh, rules):
-        flow.config.set_view("consistent")
-        flow.config.gpu_device_num(devices)
-        flow.config.set_mesh(**mesh)
-        flow.config.set_layout_rules(rules)
-        flow.clear_session()
-        flow.config.set_seed(3)
-        model = char_gpt.gpt(VOCAB, SEQ, width=16, heads=4, blocks=2)
-        model.compile(flow.optimizers.Adam(0.001, gradient_accumulation_steps=2),
-                      flow.losses.SparseCategoricalCrossentropy(from_logits=True))
-        model.fit([X, POSITIONS], Y, batch_size=BATCH // 2, epochs=1, shuffle=False, verbose=0)
-        return model.get_weights()
-
-    want = run(1, {}, {})
-    got = run(4, {"data": 2, "model": 2}, {**flow.parallel.attention_rules(), **char_gpt.MLP_RULES})
-    for a, b in zip(got, want):
+    one, _ = train(1, {}, {}, accumulate=2)
+    model, _ = train(4, {"data": 2, "model": 2}, {**flow.parallel.attention_rules(), **char_gpt.MLP_RULES},
+                     accumulate=2)
+    assert model.optimizer.iterations == 2 * STEPS
+    for a, b in zip(model.get_weights(), one.get_weights()):
         np.testing.assert_allclose(a, b, atol=1e-5)

@@ -1,0 +1,12 @@
+"""Where a test's model runs, set in one call: the view, device count, mesh, layout rules and seed, with automatic
+names forgotten so that every run names its layers (and so its variables) alike."""
+import flowlayers as flow
+
+
+def consistent(devices, mesh=None, rules=None, seed=0):
+    flow.config.set_view("consistent")
+    flow.config.gpu_device_num(devices)
+    flow.config.set_mesh(**(mesh or {}))
+    flow.config.set_layout_rules(rules or {})
+    flow.clear_session()
+    flow.config.set_seed(seed)
