@@ -60,7 +60,7 @@ class Model:
                                  f"inputs=[{', '.join(x.name for x in self.inputs)}]")
         self._nodes = nodes
         self._layers = []     # as Keras lists them: what was called, a nested model as one
-        for unit in units(self.outputs):
+        for unit in _keras_order(units(self.outputs)):
             owner = unit.owner if isinstance(unit, Call) else unit.layer
             if owner is not None and all(owner is not l for l in self._layers):
                 self._layers.append(owner)
@@ -396,6 +396,19 @@ class Model:
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name!r}>"
+
+
+def _keras_order(found):
+    """Calls and ops (producers first, as found from the outputs) in Keras' order: by depth, the farthest from the
+    outputs first, and as found within one depth (Keras' ``nodes_by_depth``), so weights line up with Keras'."""
+    from ..framework.graph import unit_inputs, unit_of
+
+    depth = {id(u): 0 for u in found}
+    for unit in reversed(found):                # consumers before their producers
+        for x in unit_inputs(unit):
+            producer = unit_of(x)[0]
+            depth[id(producer)] = max(depth.get(id(producer), 0), depth[id(unit)] + 1)
+    return sorted(found, key=lambda u: -depth[id(u)])
 
 
 def _per_example(values):
