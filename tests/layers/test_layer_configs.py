@@ -42,6 +42,8 @@ EXAMPLES = {
     L.Multiply: (dict(), [FLAT, FLAT, FLAT]),
     L.Average: (dict(), [FLAT, FLAT]),
     L.Concatenate: (dict(axis=1), [FLAT, (2,)]),
+    L.EinsumDense: (dict(equation="abc,cde->abde", output_shape=(None, 2, 3), bias_axes="de", activation="relu"),
+                    (4, 6)),
     L.MultiHeadAttention: (dict(num_heads=2, key_dim=3, value_dim=2, output_shape=5, dropout=0.1,
                                 kernel_regularizer="l2", seed=4), [(4, 6), (3, 6)]),    # mha([query, value])
 }
