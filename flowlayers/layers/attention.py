@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .. import dtypes, initializers, regularizers
+from .. import dtypes
 from ..errors import LayerError, ShapeError, describe_shape
 from ..ops import einsum as einsum_ops, elementwise as ew, nn, shape as shape_ops
 from .base import Layer
@@ -41,10 +41,7 @@ class MultiHeadAttention(Layer):
             raise LayerError(f"{what}: output_shape expected None or a positive int, received {output_shape!r}")
         self.num_heads, self.key_dim, self.value_dim = num_heads, key_dim, value_dim or key_dim
         self.dropout, self.use_bias, self.output_shape, self.seed = float(dropout), use_bias, output_shape, seed
-        self.kernel_initializer = initializers.get(kernel_initializer)
-        self.bias_initializer = initializers.get(bias_initializer)
-        self.kernel_regularizer = regularizers.get(kernel_regularizer, f"{what}: kernel_regularizer")
-        self.bias_regularizer = regularizers.get(bias_regularizer, f"{what}: bias_regularizer")
+        self.keep_kernel_and_bias(kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer)
 
     def __call__(self, query, value=None, key=None, attention_mask=None, use_causal_mask=False, training=None,
                  return_attention_scores=False):
@@ -120,8 +117,5 @@ class MultiHeadAttention(Layer):
         return {**super().get_config(), "num_heads": self.num_heads, "key_dim": self.key_dim,
                 "value_dim": self.value_dim, "dropout": self.dropout, "use_bias": self.use_bias,
                 "output_shape": self.output_shape, "attention_axes": None, "seed": self.seed,
-                "kernel_initializer": initializers.serialize(self.kernel_initializer),
-                "bias_initializer": initializers.serialize(self.bias_initializer),
-                "kernel_regularizer": regularizers.serialize(self.kernel_regularizer),
-                "bias_regularizer": regularizers.serialize(self.bias_regularizer)}
+                **self.kernel_and_bias_config()}
 

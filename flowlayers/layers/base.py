@@ -73,6 +73,24 @@ class Layer:
         self._weights.append(var)
         return var
 
+    def keep_kernel_and_bias(self, kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer):
+        """What a layer with a kernel and a bias (Dense, the convolutions, EinsumDense, attention) keeps of their
+        initializers and regularizers; ``kernel_and_bias_config`` gives them back for ``get_config``."""
+        from .. import initializers, regularizers
+
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
+        self.kernel_regularizer = regularizers.get(kernel_regularizer, f"layer {self.name!r}: kernel_regularizer")
+        self.bias_regularizer = regularizers.get(bias_regularizer, f"layer {self.name!r}: bias_regularizer")
+
+    def kernel_and_bias_config(self):
+        from .. import initializers, regularizers
+
+        return {"kernel_initializer": initializers.serialize(self.kernel_initializer),
+                "bias_initializer": initializers.serialize(self.bias_initializer),
+                "kernel_regularizer": regularizers.serialize(self.kernel_regularizer),
+                "bias_regularizer": regularizers.serialize(self.bias_regularizer)}
+
     def read(self, var):
         """The Blob reading ``var`` in the graph being built."""
         return source.variable(var)

@@ -1,6 +1,6 @@
 """Conv2D: 2-D convolution with a (kh, kw, in, out) kernel, channels first or last; Conv1D with a
 (k, in, out) kernel, run as a Conv2D over rows of height 1."""
-from .. import activations, initializers, regularizers
+from .. import activations
 from ..errors import LayerError
 from ..ops import conv, shape as shape_ops
 from .base import Layer
@@ -21,10 +21,7 @@ class _Conv(Layer):
         self.data_format = conv.standardize_data_format(data_format, what)
         self.activation = activations.get(activation, f"{what}: activation")
         self.use_bias = use_bias
-        self.kernel_initializer = initializers.get(kernel_initializer)
-        self.bias_initializer = initializers.get(bias_initializer)
-        self.kernel_regularizer = regularizers.get(kernel_regularizer, f"{what}: kernel_regularizer")
-        self.bias_regularizer = regularizers.get(bias_regularizer, f"{what}: bias_regularizer")
+        self.keep_kernel_and_bias(kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer)
 
     def _channel_axis(self):
         return conv.channel_axis(self.data_format)
@@ -50,10 +47,7 @@ class _Conv(Layer):
         return {**super().get_config(), "filters": self.filters, "kernel_size": self.kernel_size,
                 "strides": self.strides, "padding": self.padding.lower(), "data_format": self.data_format,
                 "activation": activations.name_of(self.activation), "use_bias": self.use_bias,
-                "kernel_initializer": initializers.serialize(self.kernel_initializer),
-                "bias_initializer": initializers.serialize(self.bias_initializer),
-                "kernel_regularizer": regularizers.serialize(self.kernel_regularizer),
-                "bias_regularizer": regularizers.serialize(self.bias_regularizer)}
+                **self.kernel_and_bias_config()}
 
 
 class Conv2D(_Conv):

@@ -1,5 +1,5 @@
 """Dense: ``activation(x @ kernel + bias)`` over the last axis."""
-from .. import activations, initializers, regularizers
+from .. import activations
 from ..errors import LayerError
 from ..ops import conv, matmul
 from .base import Layer
@@ -16,10 +16,7 @@ class Dense(Layer):
                              f"pass the number of output features, e.g. Dense(10)")
         self.units, self.use_bias = units, use_bias
         self.activation = activations.get(activation, f"layer {self.name!r}: activation")
-        self.kernel_initializer = initializers.get(kernel_initializer)
-        self.bias_initializer = initializers.get(bias_initializer)
-        self.kernel_regularizer = regularizers.get(kernel_regularizer, f"layer {self.name!r}: kernel_regularizer")
-        self.bias_regularizer = regularizers.get(bias_regularizer, f"layer {self.name!r}: bias_regularizer")
+        self.keep_kernel_and_bias(kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer)
 
     def build(self, input_shape):
         self.kernel = self.add_weight("kernel", (input_shape[-1], self.units), self.kernel_initializer,
@@ -36,7 +33,4 @@ class Dense(Layer):
 
     def get_config(self):
         return {**super().get_config(), "units": self.units, "activation": activations.name_of(self.activation),
-                "use_bias": self.use_bias, "kernel_initializer": initializers.serialize(self.kernel_initializer),
-                "bias_initializer": initializers.serialize(self.bias_initializer),
-                "kernel_regularizer": regularizers.serialize(self.kernel_regularizer),
-                "bias_regularizer": regularizers.serialize(self.bias_regularizer)}
+                "use_bias": self.use_bias, **self.kernel_and_bias_config()}

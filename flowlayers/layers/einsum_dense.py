@@ -7,7 +7,7 @@ The first term is the input, the second the kernel; ``output_shape`` gives the o
 letters it shares with the input and the output; ``bias_axes`` names output letters, and the bias spans from the
 first of them to the last output dim (1 where a letter has no bias), as in Keras.
 """
-from .. import activations, initializers, regularizers
+from .. import activations
 from ..errors import LayerError
 from ..ops import einsum as einsum_ops
 from .base import Layer
@@ -28,10 +28,7 @@ class EinsumDense(Layer):
                              f"{output_shape!r}")
         self.equation, self.output_shape, self.bias_axes = equation, tuple(shape), bias_axes
         self.activation = activations.get(activation, f"{what}: activation")
-        self.kernel_initializer = initializers.get(kernel_initializer)
-        self.bias_initializer = initializers.get(bias_initializer)
-        self.kernel_regularizer = regularizers.get(kernel_regularizer, f"{what}: kernel_regularizer")
-        self.bias_regularizer = regularizers.get(bias_regularizer, f"{what}: bias_regularizer")
+        self.keep_kernel_and_bias(kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer)
 
     def _explicit(self, rank):
         """The equation with a leading ``...`` spelled out in letters it does not use, for an input of ``rank``."""
@@ -84,7 +81,4 @@ class EinsumDense(Layer):
     def get_config(self):
         return {**super().get_config(), "equation": self.equation, "output_shape": self.output_shape,
                 "activation": activations.name_of(self.activation), "bias_axes": self.bias_axes,
-                "kernel_initializer": initializers.serialize(self.kernel_initializer),
-                "bias_initializer": initializers.serialize(self.bias_initializer),
-                "kernel_regularizer": regularizers.serialize(self.kernel_regularizer),
-                "bias_regularizer": regularizers.serialize(self.bias_regularizer)}
+                **self.kernel_and_bias_config()}
