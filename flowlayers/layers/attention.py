@@ -44,8 +44,13 @@ class MultiHeadAttention(Layer):
         self.keep_kernel_and_bias(kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer)
 
     def __call__(self, query, value=None, key=None, attention_mask=None, use_causal_mask=False, training=None,
-                 return_attention_scores=False):
-        """Keras' call: ``mha(query, value, key=None, attention_mask=None, use_causal_mask=False)``."""
+                 return_attention_scores=False, **kwargs):
+        """Keras' call: ``mha(query, value, key=None, attention_mask=None, use_causal_mask=False)``; Keras' masks
+        carried by the inputs (``query_mask``, ``value_mask``, ``key_mask``) are refused by name."""
+        if kwargs:
+            raise LayerError(f"layer {self.name!r} (MultiHeadAttention): {sorted(kwargs)} not supported; expected "
+                             f"query, value, key, attention_mask, use_causal_mask, training or "
+                             f"return_attention_scores (give masks as attention_mask)")
         if isinstance(query, (list, tuple)):        # as a saved model calls it again: the Blobs in one list
             query, value, key, *mask = list(query) + [None] * (4 - len(query))
             attention_mask = mask[0] if mask and mask[0] is not None else attention_mask

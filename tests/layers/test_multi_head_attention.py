@@ -82,6 +82,8 @@ def test_attention_with_dropout_is_the_same_in_every_view_and_saves_whole(tmp_pa
     (lambda: flow.layers.MultiHeadAttention(0, 4), r"num_heads expected a positive int, received 0"),
     (lambda: flow.layers.MultiHeadAttention(2, 4, attention_axes=(1,)), r"attention_axes=\(1,\) is not supported"),
     (lambda: flow.layers.MultiHeadAttention(2, 4)(flow.Input((5, 8))), r"expected mha\(query, value\)"),
+    (lambda: flow.layers.MultiHeadAttention(2, 4)(flow.Input((5, 8)), flow.Input((5, 8)), query_mask=None),
+     r"\['query_mask'\] not supported; expected query, value, key, attention_mask"),
     (lambda: flow.layers.MultiHeadAttention(2, 4)(flow.Input((8,)), flow.Input((8,))),
      r"query expected shape \(batch, seq, features\), received \(None, 8\)"),
 ])
