@@ -184,8 +184,8 @@ class ConsistentRuntime:
         placement on some devices has blocks on those only."""
         per_device = [{} for _ in self.devices]
         for path, handle in handles.items():
-            layout, sizes = handle.layout, dict(self.axes)
-            shape = [n // sizes.get(axis, 1) if axis in layout.mesh.dim_names else n
+            layout = handle.layout
+            shape = [n // layout.mesh.dim_size(axis) if axis in layout.mesh.dim_names else n
                      for n, axis in zip(handle.shape, layout.sharding_specs)]
             for i, block in zip(self.device_indices(layout.mesh), dtensor.unpack(handle.handle)):
                 per_device[i][path] = BaseResourceVariable(trainable=False, shape=shape, dtype=handle.dtype, handle=block,
@@ -375,12 +375,12 @@ class ConsistentExecutable(BaseExecutable):
         function): for hundreds of tensors (a 200-layer MLP's gradients per device), tf.function's handling of
         nested arguments costs 20 ms a call, the flat call 0.6 ms."""
         args = (grads, updates, tf.constant(lr, tf.float32), tf.constant(step, tf.int64))
-        update = self.program.optimizer is None or self.program.optimizer.is_update_step(step)
+        update = self._updates_variables(step)
         if (batch, update) not in self._updates:
             if self._blocks is None:
                 self._blocks = self.runtime.device_blocks(self._handles)
-                self._position = {v.path: {i: j for j, i in enumerate(
-                    self.runtime.device_indices(self._handles[v.path].layout.mesh))} for v in self._written}
+                self._position = {v.path: {i: j for j, i in enumerate(self.runtime.holders(self._handles[v.path]))}
+                                  for v in self._written}
             self._updates[batch, update] = self._update_fns[update].get_concrete_function(*args)
         function = self._updates[batch, update]
         function._call_flat(tf.nest.flatten(args), function.captured_inputs)

@@ -96,6 +96,10 @@ class BaseExecutable:
     def _check_placements(self):
         placements.check_mirrored(self.program)
 
+    def _updates_variables(self, step):
+        """Whether step ``step`` applies the rule (False: it only accumulates the gradient)."""
+        return self.program.optimizer is None or self.program.optimizer.is_update_step(step)
+
     def _retrace(self):
         raise NotImplementedError
 
@@ -146,8 +150,8 @@ class Executable(BaseExecutable):
         active = min([self.runtime.num_replicas] + rows[:1])     # replicas with rows: a batch may be smaller
         try:
             with step_options(cpu=not self.runtime.native_nchw):
-                update = self.program.optimizer is None or self.program.optimizer.is_update_step(step)
-                outs = self._fn(placed, tf.constant(lr, tf.float32), tf.constant(step, tf.int64), active, update)
+                outs = self._fn(placed, tf.constant(lr, tf.float32), tf.constant(step, tf.int64), active,
+                                self._updates_variables(step))
         except FlowLayersError:
             raise
         except tf.errors.OpError as e:

@@ -22,5 +22,16 @@ def snake_case(name):
     return re.sub(r"(\d)_d(?=_|$)", r"\1d", re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower())   # conv1d, conv2d
 
 
+def snapshot():
+    """The automatic names taken so far, for ``restore``."""
+    return dict(_counts)
+
+
+def restore(taken):
+    """Give back the automatic names taken since ``snapshot()`` returned ``taken``."""
+    _counts.clear()
+    _counts.update(taken)
+
+
 def reset():
     _counts.clear()

@@ -13,6 +13,7 @@ import numpy as np
 from .. import config
 from ..errors import DTypeError, SBPError, ShapeError, describe_shape
 from ..sbp import Split, broadcast
+from .graph import current_placement
 
 
 _live = weakref.WeakSet()   # every Variable still referenced: what layout rules may match
@@ -32,7 +33,7 @@ class Variable:
         self.distribute = None  # OneFlow's per-variable layout (flow.distribute.split(k)); wins over layout rules
         self.regularizer = None     # a flow.regularizers.* penalty added to the loss while this variable trains
         self.random_seed = None     # OneFlow's get_variable(random_seed=...): draws its initial value instead
-        self._placement = _current_placement()  # devices of a flow.scope.placement on a subset (whole on each)
+        self._placement = current_placement()  # devices of a flow.scope.placement on a subset (whole on each)
         _live.add(self)
 
     @property
@@ -44,10 +45,6 @@ class Variable:
         """The devices of the placement this variable was made in, or None (all): an optimizer slot is where
         its variable is."""
         return self.layout_of.placement if self.layout_of is not None else self._placement
-
-    @placement.setter
-    def placement(self, devices):
-        self._placement = devices
 
     @property
     def trainable(self):
@@ -204,12 +201,6 @@ class VariableStore:
                              f"requested again with shape {describe_shape(tuple(shape))} {dtype.name}; give the "
                              f"layer another name to create a new variable")
         return var
-
-
-def _current_placement():
-    from .graph import current_placement
-
-    return current_placement()
 
 
 store = VariableStore()

@@ -192,12 +192,11 @@ def _names_kept_on_error(init):
     so variable paths (and checkpoints keyed by them) do not depend on earlier mistakes."""
     @functools.wraps(init)
     def wrapped(self, *args, **kwargs):
-        taken = dict(naming._counts)
+        taken = naming.snapshot()
         try:
             init(self, *args, **kwargs)
         except FlowLayersError:
-            naming._counts.clear()
-            naming._counts.update(taken)
+            naming.restore(taken)
             raise
     return wrapped
 

@@ -11,10 +11,9 @@ The same model runs in every view; the view in force when ``compile``
 (or ``fit``) runs decides where.
 """
 import contextlib
-import os
 
 from .. import dtypes, engine, losses as losses_mod, metrics as metrics_mod, optimizers as optimizers_mod, regularizers
-from ..errors import CheckpointError, GraphError, InputError, ShapeError, describe_shape
+from ..errors import GraphError, InputError, ShapeError, describe_shape
 from ..framework import checkpoint_format as checkpoint
 from ..framework.blob import Blob
 from ..framework.graph import Call, apply, layer_scope, placement_scope, record_call, topo_sort, units

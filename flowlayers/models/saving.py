@@ -159,7 +159,7 @@ def _check_remakes(layer, config):
                          f"get_config() does not return {'it' if len(left_out) == 1 else 'them'}, so the saved model "
                          f"would load with defaults instead; expected get_config to return every constructor "
                          f"argument")
-    taken = dict(naming._counts)
+    taken = naming.snapshot()
     try:
         type(layer).from_config(dict(config))
     except Exception as e:  # noqa: BLE001 - any failure means the saved model could not be loaded
@@ -167,8 +167,7 @@ def _check_remakes(layer, config):
                          f"saved model could not be loaded: {type(e).__name__}: {e}; expected get_config to return "
                          f"every constructor argument as JSON (activations by name)") from None
     finally:
-        naming._counts.clear()
-        naming._counts.update(taken)
+        naming.restore(taken)
 
 
 def _compile_config(model):
