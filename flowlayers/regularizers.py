@@ -33,10 +33,8 @@ class L1L2(Regularizer):
     """Keras': ``l1 * sum(|w|) + l2 * sum(w ** 2)``."""
 
     def __init__(self, l1=0.0, l2=0.0):
-        for what, v in (("l1", l1), ("l2", l2)):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-                raise LayerError(f"regularizer {type(self).__name__}: {what} expected a number >= 0, received {v!r}")
-        self.l1, self.l2 = float(l1), float(l2)
+        who = f"regularizer {type(self).__name__}"
+        self.l1, self.l2 = float(_number(l1, "l1", who)), float(_number(l2, "l2", who))
 
     def __call__(self, weight):
         terms = []
@@ -81,7 +79,7 @@ class ByUse(Regularizer):
         if convention == "oneflow":     # OneFlow's defaults are 0.01 for the strengths its function takes
             l1 = (0.01 if self.factory in ("l1", "l1_l2") else 0.0) if self.l1 is None else self.l1
             l2 = (0.01 if self.factory in ("l2", "l1_l2") else 0.0) if self.l2 is None else self.l2
-            return L1L2(l1, _number(l2, "l2") / 2)
+            return L1L2(l1, l2 / 2)
         if self.factory == "l1":
             return L1(0.01 if self.l1 is None else self.l1)
         if self.factory == "l2":
@@ -96,9 +94,10 @@ class ByUse(Regularizer):
         return f"flow.regularizers.{self.factory}(l1={self.l1}, l2={self.l2})"
 
 
-def _number(v, what):
+def _number(v, what, who="regularizer"):
+    """``v``, a strength: a number >= 0, else a LayerError naming ``who`` and ``what``."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-        raise LayerError(f"regularizer: {what} expected a number >= 0, received {v!r}")
+        raise LayerError(f"{who}: {what} expected a number >= 0, received {v!r}")
     return v
 
 
