@@ -28,18 +28,21 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def gpt(vocab_size, seq_len, width=64, heads=4, blocks=2):
+def gpt(vocab_size, seq_len, width=64, heads=4, blocks=2, tied=False):
+    """``tied``: the head is the token embedding's transpose (Keras' ReversibleEmbedding), not a Dense layer."""
     ids, positions = flow.Input((seq_len,), dtype="int32", name="ids"), flow.Input((seq_len,), dtype="int32",
                                                                                     name="positions")
     L = flow.layers
-    h = L.Embedding(vocab_size, width, name="token_embedding")(ids) + \
-        L.Embedding(seq_len, width, name="position_embedding")(positions)
+    tokens = L.ReversibleEmbedding(vocab_size, width, name="token_embedding") if tied else \
+        L.Embedding(vocab_size, width, name="token_embedding")
+    h = tokens(ids) + L.Embedding(seq_len, width, name="position_embedding")(positions)
     for b in range(blocks):
         a = L.LayerNormalization(name=f"b{b}_norm1")(h)
         h = h + L.MultiHeadAttention(heads, width // heads, name=f"b{b}_attn")(a, a, use_causal_mask=True)
         m = L.Dense(4 * width, activation="gelu", name=f"b{b}_mlp_in")(L.LayerNormalization(name=f"b{b}_norm2")(h))
         h = h + L.Dense(width, name=f"b{b}_mlp_out")(m)
-    logits = L.Dense(vocab_size, name="lm_head")(L.LayerNormalization(name="final_norm")(h))
+    h = L.LayerNormalization(name="final_norm")(h)
+    logits = tokens(h, reverse=True) if tied else L.Dense(vocab_size, name="lm_head")(h)
     return flow.Model([ids, positions], logits, name="char_gpt")
 
 

@@ -483,6 +483,9 @@ class _DTensorContext(LoweringContext):
             self.step = step
         return dtensor.relayout(draw, self.runtime.replicated(draw.shape.rank, self.mesh))
 
+    def splits(self, node, i, dim):
+        return Split(dim % node.inputs[i].ndim) in self.plan.input_sbp(node, i)
+
     def _relayout(self, tensor, nd, rank):
         return dtensor.relayout(tensor, self.runtime.layout(nd, rank))
 

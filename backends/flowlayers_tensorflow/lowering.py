@@ -46,6 +46,11 @@ class LoweringContext:
         """Hook for the consistent view: Boxing of input ``i`` of ``node`` to its signature's layout."""
         return tensor
 
+    def splits(self, node, i, dim):
+        """Whether input ``i`` of ``node`` reaches its kernel split along ``dim`` over some devices (the kernel
+        then takes the form that signature needs); never outside the consistent view."""
+        return False
+
     def kernel_scope(self, node):
         """Hook for the consistent view: where ``node``'s kernel makes its tensors (its placement's mesh)."""
         return contextlib.nullcontext()

@@ -10,12 +10,20 @@ from typing import Callable, Tuple
 
 @dataclass(frozen=True)
 class Signature:
-    """Input SBPs -> output SBPs for one mesh axis, e.g. ``S(0) x B -> S(0)``."""
+    """Input SBPs -> output SBPs for one mesh axis, e.g. ``S(0) x B -> S(0)``.
+
+    ``collectives`` names what the op's kernel itself communicates over the axis when it runs with this
+    signature, each moving a tensor the size of its first output: the vocabulary-parallel cross-entropy
+    (``B x S(-1) -> B``) reduces a max and two sums over the split classes, ``("all-reduce", "all-reduce",
+    "all-reduce")``.  The planner charges and reports them like Boxing.
+    """
     inputs: Tuple
     outputs: Tuple
+    collectives: Tuple = ()
 
     def __repr__(self):
-        return " x ".join(map(repr, self.inputs)) + " -> " + ", ".join(map(repr, self.outputs))
+        inner = f" ({', '.join(self.collectives)} inside)" if self.collectives else ""
+        return " x ".join(map(repr, self.inputs)) + " -> " + ", ".join(map(repr, self.outputs)) + inner
 
 
 @dataclass(frozen=True)

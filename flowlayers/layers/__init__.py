@@ -2,8 +2,8 @@
 from .attention import MultiHeadAttention
 from .base import Layer
 from .convolution import Conv1D, Conv2D, Conv2DTranspose
-from .core import (Activation, Add, Average, Concatenate, Dropout, Embedding, Multiply, ReLU, Rescaling, Softmax,
-                   Subtract, add, average, concatenate, multiply, subtract)
+from .core import (Activation, Add, Average, Concatenate, Dropout, Embedding, Multiply, ReLU, Rescaling,
+                   ReversibleEmbedding, Softmax, Subtract, add, average, concatenate, multiply, subtract)
 from .dense import Dense
 from .einsum_dense import EinsumDense
 from .functional import batch_normalization, conv2d, dense
@@ -21,5 +21,5 @@ __all__ = [
     "GlobalAveragePooling2D", "GlobalAvgPool2D", "GlobalMaxPooling2D", "GlobalMaxPool2D", "UpSampling2D",
     "ZeroPadding2D", "Rescaling", "Subtract", "Multiply", "Average", "add", "subtract", "multiply", "average",
     "concatenate", "Conv2DTranspose", "Convolution2DTranspose", "MultiHeadAttention",
-    "EinsumDense",
+    "EinsumDense", "ReversibleEmbedding",
 ]

@@ -1,8 +1,8 @@
 """Small layers: Dropout, Activation, ReLU, Softmax, Rescaling, the merges (Add, Subtract, Multiply, Average,
-Concatenate, and Keras' functional forms add(...) etc.), Embedding."""
-from .. import activations, initializers, regularizers
+Concatenate, and Keras' functional forms add(...) etc.), Embedding, ReversibleEmbedding."""
+from .. import activations, dtypes, initializers, regularizers
 from ..errors import LayerError, ShapeError
-from ..ops import elementwise, embedding, nn, shape as shape_ops
+from ..ops import einsum, elementwise, embedding, nn, shape as shape_ops
 from .base import Layer
 
 
@@ -149,6 +149,59 @@ class Embedding(Layer):
         return {**super().get_config(), "input_dim": self.input_dim, "output_dim": self.output_dim,
                 "embeddings_initializer": initializers.serialize(self.embeddings_initializer),
                 "embeddings_regularizer": regularizers.serialize(self.embeddings_regularizer)}
+
+
+class ReversibleEmbedding(Embedding):
+    """Keras' ``ReversibleEmbedding``: an Embedding that, called with ``reverse=True``, projects vectors back to
+    the vocabulary, by the transpose of its table (``tie_weights=True``) or by its own ``reverse_embeddings``
+    ``(output_dim, input_dim)``: a language model's output head.  ``logit_soft_cap`` gives
+    ``cap * tanh(logits / cap)``; ``reverse_dtype`` the dtype the reverse product is computed in."""
+
+    def __init__(self, input_dim, output_dim, tie_weights=True, embeddings_initializer="uniform",
+                 embeddings_regularizer=None, embeddings_constraint=None, mask_zero=False, reverse_dtype=None,
+                 logit_soft_cap=None, **kwargs):
+        super().__init__(input_dim, output_dim, embeddings_initializer, embeddings_regularizer, **kwargs)
+        who = f"layer {self.name!r} (ReversibleEmbedding)"
+        for what, value in (("embeddings_constraint", embeddings_constraint), ("mask_zero", mask_zero or None)):
+            if value is not None:
+                raise LayerError(f"{who}: {what} is not supported by flowlayers, received {value!r}; leave it at "
+                                 f"Keras' default")
+        if not isinstance(tie_weights, bool):
+            raise LayerError(f"{who}: tie_weights expected True or False, received {tie_weights!r}")
+        if logit_soft_cap is not None and (isinstance(logit_soft_cap, bool) or not isinstance(
+                logit_soft_cap, (int, float)) or logit_soft_cap <= 0):
+            raise LayerError(f"{who}: logit_soft_cap expected a positive number or None, received {logit_soft_cap!r}")
+        self.tie_weights, self.logit_soft_cap = tie_weights, logit_soft_cap
+        self.reverse_dtype = None if reverse_dtype is None else dtypes.as_dtype(reverse_dtype, f"{who}: reverse_dtype")
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        if not self.tie_weights:
+            self.reverse_embeddings = self.add_weight("reverse_embeddings", (self.output_dim, self.input_dim),
+                                                      self.embeddings_initializer)
+
+    def call(self, inputs, reverse=False):
+        if not reverse:
+            return super().call(inputs)
+        if inputs.shape[-1] != self.output_dim:
+            raise ShapeError(f"layer {self.name!r} (ReversibleEmbedding): reverse=True expected vectors of size "
+                             f"{self.output_dim} in the last dim, received shape {inputs.shape}")
+        dims = "abcdefghijklmnopqrstu"[:inputs.ndim - 1]
+        if self.tie_weights:
+            kernel, equation = self.read(self.embeddings), f"{dims}w,vw->{dims}v"
+        else:
+            kernel, equation = self.read(self.reverse_embeddings), f"{dims}w,wv->{dims}v"
+        if self.reverse_dtype is not None:
+            inputs, kernel = elementwise.cast(inputs, self.reverse_dtype), elementwise.cast(kernel, self.reverse_dtype)
+        logits = einsum.einsum(equation, inputs, kernel)
+        if self.logit_soft_cap is not None:
+            logits = elementwise.tanh(logits / self.logit_soft_cap) * self.logit_soft_cap
+        return logits
+
+    def get_config(self):
+        return {**super().get_config(), "tie_weights": self.tie_weights, "logit_soft_cap": self.logit_soft_cap,
+                "reverse_dtype": None if self.reverse_dtype is None else self.reverse_dtype.name,
+                "embeddings_constraint": None, "mask_zero": False}
 
 
 def add(inputs, **kwargs):

@@ -1,8 +1,16 @@
-"""Embedding lookup: rows of a table gathered by integer ids."""
+"""Embedding lookup: rows of a table gathered by integer ids.
+
+Signatures per mesh axis: ids split along any dim (``B x S(k) -> S(k)``), the table's columns split
+(``S(1) x B -> S(-1)``), or its rows split (``S(0) x B -> P``, the vocabulary-parallel embedding of Megatron:
+each device looks up the ids among the rows it holds, zeros for the others, and the sum is the lookup).  A
+backend realises the last as it can; TensorFlow's DTensor refuses a gather from a row-split variable, so there it
+is a product with the one-hot ids, whose block per device is shaped like that device's logits in a
+vocabulary-parallel head: ``ids.shape + (rows / n,)``.
+"""
 from ..errors import DTypeError, ShapeError, describe_shape
 from ..framework.graph import apply
 from ..framework.op_def import OpDef, Signature
-from ..sbp import Split as S, broadcast as B
+from ..sbp import Split as S, broadcast as B, partial_sum as P
 
 
 def _infer(inputs, attrs):
@@ -17,7 +25,7 @@ def _infer(inputs, attrs):
 def _signatures(inputs, attrs):
     table, ids = inputs
     return ([Signature((B, S(k)), (S(k),)) for k in range(ids.ndim)]
-            + [Signature((S(1), B), (S(ids.ndim),)), Signature((B, B), (B,))])
+            + [Signature((S(1), B), (S(ids.ndim),)), Signature((S(0), B), (P,)), Signature((B, B), (B,))])
 
 
 GATHER = OpDef("gather", _infer, _signatures)

@@ -45,8 +45,11 @@ def _infer_sparse_ce(inputs, attrs):
 
 
 def _ce_signatures(inputs, attrs):
-    labels = inputs[0]
-    return [Signature((S(k), S(k)), (S(k),)) for k in range(labels.ndim)] + [Signature((B, B), (B,))]
+    """Rows split with their labels; or the classes split (the vocabulary-parallel loss, labels whole): the kernel
+    reduces each row's max, sum of exponentials and label's logit over the devices, never the logits."""
+    labels, logits = inputs
+    return ([Signature((S(k), S(k)), (S(k),)) for k in range(labels.ndim)] + [Signature((B, B), (B,))]
+            + [Signature((B, S(logits.ndim - 1)), (B,), ("all-reduce (max)", "all-reduce", "all-reduce"))])
 
 
 SPARSE_SOFTMAX_CE = OpDef("sparse_softmax_cross_entropy", _infer_sparse_ce, _ce_signatures)

@@ -1,7 +1,7 @@
 """The planner: SBP propagation, Boxing and its cost.  Pure Python, no engine."""
 from ..errors import SBPError
 from ..framework.blob import Blob
-from .presets import attention_rules, zero_rules
+from .presets import attention_rules, vocab_rules, zero_rules
 
 
 def signatures_of(blob):

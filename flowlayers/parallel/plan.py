@@ -132,6 +132,7 @@ def _plan(nodes, axes, batch, loss, trainable, source_sbp, supports, rounds, who
         if not changed:
             break
     for node in nodes:
+        p.boxing.extend(_inner(node, p.signatures.get(node, ()), axes, fed))
         for i, x in enumerate(node.inputs):
             if _placement(x.node) != _placement(node):
                 p.boxing.append(_transfer(x, node, p.sbp[x], p.wanted[(node, i)], fed(x.shape)))
@@ -141,6 +142,18 @@ def _plan(nodes, axes, batch, loss, trainable, source_sbp, supports, rounds, who
     if loss is not None:        # (nothing trainable: no Blob carries a gradient, so nothing is added)
         p.boxing.extend(_backward(p, nodes, loss, trainable, fed))
     return p
+
+
+def _inner(node, sigs, axes, fed):
+    """What ``node``'s kernel communicates itself on each axis its signature says so (Signature.collectives)."""
+    out, whole = [], (broadcast,) * len(axes)
+    for sig, (axis, n) in zip(sigs, axes):
+        if sig.collectives and n > 1:
+            spec = (fed(node.outputs[0].shape), node.outputs[0].dtype)
+            partial = tuple(partial_sum if a == axis else broadcast for a, _ in axes)
+            out.append(Boxing(node.name, node.name, partial, whole, tuple((axis, kind) for kind in sig.collectives),
+                              propagate.inner_bytes(sig, [spec], n)))
+    return out
 
 
 def _placement(node):

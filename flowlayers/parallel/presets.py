@@ -23,17 +23,37 @@ from ..errors import SBPError
 
 def attention_rules(layers=".*", axis="model"):
     """Rules splitting the heads of the MultiHeadAttention layers whose names match ``layers`` over ``axis``."""
-    for what, value in (("layers", layers), ("axis", axis)):
-        if not isinstance(value, str) or not value:
-            raise SBPError(f"flow.parallel.attention_rules: {what} expected a non-empty string, received {value!r}")
-    try:
-        re.compile(layers)
-    except re.error as e:
-        raise SBPError(f"flow.parallel.attention_rules: layers expected a regular expression, received {layers!r} "
-                       f"({e})") from None
+    _check("attention_rules", layers=layers, axis=axis)
     return {f"(^|/)({layers})/(query|key|value)/kernel$": (None, axis, None),
             f"(^|/)({layers})/(query|key|value)/bias$": (axis, None),
             f"(^|/)({layers})/attention_output/kernel$": (axis, None, None)}
+
+
+def vocab_rules(embedding="token_embedding", head="lm_head", axis="model"):
+    """Rules splitting the vocabulary over ``axis``: the rows of the Embedding layers named ``embedding`` and the
+    columns of the Dense head named ``head``.  For a ReversibleEmbedding head: ``head=None`` when it is tied
+    (the table serves both ways), ``head=embedding`` when it is not (its ``reverse_embeddings`` split too).  The lookup is then a
+    partial sum (one all-reduce), the logits stay split by vocabulary and the softmax cross-entropy reduces each
+    row's max, sum and label logit over the devices (three all-reduces of one number per token) instead of
+    gathering the logits."""
+    _check("vocab_rules", embedding=embedding, axis=axis, **({} if head is None else {"head": head}))
+    rules = {f"(^|/)({embedding})/embeddings$": (axis, None)}
+    if head == embedding:
+        rules[f"(^|/)({embedding})/reverse_embeddings$"] = (None, axis)
+    elif head is not None:
+        rules.update({f"(^|/)({head})/kernel$": (None, axis), f"(^|/)({head})/bias$": (axis,)})
+    return rules
+
+
+def _check(preset, **patterns):
+    for what, value in patterns.items():
+        if not isinstance(value, str) or not value:
+            raise SBPError(f"flow.parallel.{preset}: {what} expected a non-empty string, received {value!r}")
+        try:
+            re.compile(value)
+        except re.error as e:
+            raise SBPError(f"flow.parallel.{preset}: {what} expected a regular expression, received {value!r} "
+                           f"({e})") from None
 
 
 def zero_rules(model, axis="data"):

@@ -7,7 +7,7 @@ is not split again over another (DTensor gives each tensor dim one mesh axis).
 from .. import config
 from ..errors import SBPError, describe_shape
 from ..framework.op_def import Signature
-from ..sbp import Split, broadcast, format_nd
+from ..sbp import Split, broadcast, format_nd, partial_sum
 from . import boxing
 
 LATENCY_BYTES = 4096.0   # what starting one collective costs, in bytes: fewer collectives win ties
@@ -73,9 +73,17 @@ def choose(node, specs, axis_index, n, taken=None, out_wants=None, supports=None
                 for cur, want, x in zip(in_sbps, sig.inputs, node.inputs))
         for out, (shape, dtype), wants in zip(sig.outputs, specs, out_wants or ()):
             c += sum(_cost(out, w[axis_index], boxing.nbytes(shape, dtype), n, whole_partials) for w in wants)
+        c += inner_bytes(sig, specs, n) + LATENCY_BYTES * len(sig.collectives) * (n > 1)
         if c < best_cost:
             best, best_cost = sig, c
     return best, best_cost
+
+
+def inner_bytes(sig, specs, n):
+    """Bytes each device sends for the collectives ``sig``'s kernel runs itself (see Signature): each an
+    all-reduce of a tensor shaped like the first output."""
+    shape, dtype = specs[0]
+    return len(sig.collectives) * boxing.cost(partial_sum, broadcast, boxing.nbytes(shape, dtype), n)
 
 
 def _offered(node, supports):

@@ -11,6 +11,7 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import flowlayers as flow
 import places
@@ -79,3 +80,38 @@ def test_gradient_accumulation_over_two_micro_batches_equals_one_device():
     assert model.optimizer.iterations == 2 * STEPS
     for a, b in zip(model.get_weights(), one.get_weights()):
         np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["dense head", "tied head"])
+def test_vocabulary_parallel_gpt_equals_one_device_without_gathering_logits(tied):
+    """The vocabulary split over ``model`` as well (``flow.parallel.vocab_rules``): the token table by rows, the head
+    by columns (or the tied table serving both ways).  The lookup is a partial sum, the logits stay split and the
+    loss reduces per-token max, sum and label logit over the devices; after 10 Adam steps the weights equal one
+    device's.  A vocabulary of 256: at 20 the planner rightly prefers moving the small logits (an all-to-all) to
+    three reductions."""
+    vocab = 256
+    x = np.random.default_rng(2).integers(0, vocab, (STEPS * BATCH, SEQ)).astype(np.int32)
+
+    def run(devices, mesh, rules):
+        places.consistent(devices, mesh, rules, seed=3)
+        model = char_gpt.gpt(vocab, SEQ, width=16, heads=4, blocks=1, tied=tied)
+        model.compile(flow.optimizers.Adam(0.001), flow.losses.SparseCategoricalCrossentropy(from_logits=True))
+        return model, model.fit([x, POSITIONS], np.roll(x, -1, axis=1), batch_size=BATCH, epochs=1, shuffle=False,
+                                verbose=0).history
+
+    one, want = run(1, {}, {})
+    rules = {**flow.parallel.attention_rules(), **char_gpt.MLP_RULES,
+             **flow.parallel.vocab_rules(head=None if tied else "lm_head")}
+    model, got = run(4, {"data": 2, "model": 2}, rules)
+    np.testing.assert_allclose(got["loss"], want["loss"], rtol=1e-5)
+    for w, a, b in zip(model.weights, model.get_weights(), one.get_weights()):
+        np.testing.assert_allclose(a, b, atol=1e-5, err_msg=w.path)
+    plan = model.parallel_plan(batch_size=BATCH)
+    assert plan.variables["token_embedding/embeddings"].shard_shape == (vocab // 2, 16)
+    if not tied:
+        assert plan.variables["lm_head/kernel"].shard_shape == (16, vocab // 2)
+    loss = [b for b in plan.boxing if b.producer == b.consumer == "sparse_softmax_cross_entropy"]
+    assert [kinds for b in loss for kinds in b.collectives] == [
+        ("model", "all-reduce (max)"), ("model", "all-reduce"), ("model", "all-reduce")]
+    logits = "token_embedding/einsum" if tied else "lm_head/bias_add"
+    assert not [b for b in plan.boxing if b.producer == logits and b.phase == "forward"], plan.boxing

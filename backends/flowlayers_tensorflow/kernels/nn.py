@@ -11,7 +11,19 @@ def log_softmax(node, x, ctx):
 
 
 def sparse_softmax_cross_entropy(node, labels, logits, ctx):
+    if ctx.splits(node, 1, -1):
+        return _split_classes_cross_entropy(labels, logits)
     return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+
+
+def _split_classes_cross_entropy(labels, logits):
+    """``logsumexp(logits) - logits[label]`` from per-row reductions over the classes, which DTensor runs as a local
+    reduction and an all-reduce each when the classes are split: the logits are never gathered.  (TF's fused
+    kernel would have them whole on each device.)  The max only steadies the exponentials: no gradient."""
+    top = tf.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))
+    shifted = logits - top
+    label_logit = tf.reduce_sum(shifted * tf.one_hot(labels, logits.shape[-1], dtype=logits.dtype), axis=-1)
+    return tf.math.log(tf.reduce_sum(tf.exp(shifted), axis=-1)) - label_logit
 
 
 def softmax_cross_entropy(node, labels, logits, ctx):

@@ -21,6 +21,9 @@ def concat(node, *xs, ctx):
 
 
 def gather(node, table, ids, ctx):
+    if ctx.splits(node, 0, 0):      # rows split (vocabulary parallel): DTensor refuses a gather from them
+        dims = "abcdefghijklmnopqrstu"[:len(ids.shape)]     # (DTensor's einsum takes no "...")
+        return tf.einsum(f"{dims}v,vw->{dims}w", tf.one_hot(ids, table.shape[0], dtype=table.dtype), table)
     return tf.gather(table, ids)
 
 
