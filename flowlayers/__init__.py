@@ -26,6 +26,7 @@ from .ops.einsum import einsum
 from .ops.matmul import matmul
 from .ops.shape import concat, flatten, reshape, transpose
 from .ops.embedding import gather
+from .scope import recompute
 
 __version__ = "0.1.0"
 

@@ -120,3 +120,18 @@ def _device_ids(ids, what):
         machine, first = int(match.group(1)), int(match.group(2))
         out.update((machine, d) for d in range(first, int(match.group(3) or first) + 1))
     return out
+
+
+def recompute():
+    """Activation recomputation (gradient checkpointing): the ops built inside form a segment whose activations a
+    training step does not keep; the backward pass computes them again from the segment's inputs, which are kept.
+
+        for i in range(blocks):
+            with flow.recompute():
+                h = block(h)
+
+    A step then holds, per segment, its inputs and outputs instead of every activation inside, for one more
+    forward pass of each segment; the results are the same.  Prediction and evaluation are unaffected."""
+    from .framework import graph
+
+    return graph.recompute_scope()

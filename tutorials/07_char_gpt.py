@@ -12,6 +12,7 @@ over ``data``.  The plan shows what that costs: per block one all-reduce over ``
 in the MLP, forward.  Then the model writes some Python.
 """
 import argparse
+import contextlib
 
 import numpy as np
 
@@ -28,21 +29,31 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def gpt(vocab_size, seq_len, width=64, heads=4, blocks=2, tied=False):
-    """``tied``: the head is the token embedding's transpose (Keras' ReversibleEmbedding), not a Dense layer."""
+def gpt(vocab_size, seq_len, width=64, heads=4, blocks=2, tied=False, recompute=False, stages=1):
+    """``tied``: the head is the token embedding's transpose (Keras' ReversibleEmbedding), not a Dense layer;
+    ``recompute``: each block's activations are computed again in the backward pass instead of kept;
+    ``stages``: a pipeline, the blocks split evenly over that many devices (the embeddings with the first, the
+    head with the last), each stage placed on its own device with ``flow.scope.placement``."""
+
+    def stage(i):       # the placement of pipeline stage i, or none
+        return flow.scope.placement("gpu", f"0:{i}") if stages > 1 else contextlib.nullcontext()
+
     ids, positions = flow.Input((seq_len,), dtype="int32", name="ids"), flow.Input((seq_len,), dtype="int32",
                                                                                     name="positions")
     L = flow.layers
-    tokens = L.ReversibleEmbedding(vocab_size, width, name="token_embedding") if tied else \
-        L.Embedding(vocab_size, width, name="token_embedding")
-    h = tokens(ids) + L.Embedding(seq_len, width, name="position_embedding")(positions)
+    with stage(0):
+        tokens = L.ReversibleEmbedding(vocab_size, width, name="token_embedding") if tied else \
+            L.Embedding(vocab_size, width, name="token_embedding")
+        h = tokens(ids) + L.Embedding(seq_len, width, name="position_embedding")(positions)
     for b in range(blocks):
-        a = L.LayerNormalization(name=f"b{b}_norm1")(h)
-        h = h + L.MultiHeadAttention(heads, width // heads, name=f"b{b}_attn")(a, a, use_causal_mask=True)
-        m = L.Dense(4 * width, activation="gelu", name=f"b{b}_mlp_in")(L.LayerNormalization(name=f"b{b}_norm2")(h))
-        h = h + L.Dense(width, name=f"b{b}_mlp_out")(m)
-    h = L.LayerNormalization(name="final_norm")(h)
-    logits = tokens(h, reverse=True) if tied else L.Dense(vocab_size, name="lm_head")(h)
+        with stage(b * stages // blocks), flow.recompute() if recompute else contextlib.nullcontext():
+            a = L.LayerNormalization(name=f"b{b}_norm1")(h)
+            h = h + L.MultiHeadAttention(heads, width // heads, name=f"b{b}_attn")(a, a, use_causal_mask=True)
+            m = L.Dense(4 * width, activation="gelu", name=f"b{b}_mlp_in")(L.LayerNormalization(name=f"b{b}_norm2")(h))
+            h = h + L.Dense(width, name=f"b{b}_mlp_out")(m)
+    with stage(stages - 1):
+        h = L.LayerNormalization(name="final_norm")(h)
+        logits = tokens(h, reverse=True) if tied else L.Dense(vocab_size, name="lm_head")(h)
     return flow.Model([ids, positions], logits, name="char_gpt")
 
 

@@ -35,7 +35,7 @@ from flowlayers.sbp import Split, broadcast, partial_sum
 from . import devices, placements
 from .executable import BaseExecutable
 from .graph_options import step_options
-from .lowering import LoweringContext, run_graph, step_error
+from .lowering import LoweringContext, micro_batches, run_graph, step_error
 from .runtime import PACK_BYTES
 from .variables import SharedConstants, draw
 
@@ -258,16 +258,17 @@ class ConsistentExecutable(BaseExecutable):
         size = sum(h.shape.num_elements() * h.dtype.size for h in reduced) / len(reduced)
         return "0" if size < PACK_BYTES else "1"
 
-    def _functions(self, batch):
-        """(plan, forward-or-grads fn, fused fn) for a fed batch size; the plan depends on whether it splits."""
-        if batch not in self._fns:
-            plan = self._plan(batch)
+    def _functions(self, sizes):
+        """(plans, forward-or-grads fn, fused fn) for the fed micro-batch sizes (one size: no micro-batches); a
+        plan depends on whether its size splits."""
+        if sizes not in self._fns:
+            plans = [self._plan(size) for size in sizes]
             jit = self.program.jit_compile or None
             # partials, not lambdas: TF counts traces per code object and warns of "frequent retracing"
-            self._fns[batch] = (plan, tf.function(functools.partial(self._forward, plan), jit_compile=jit,
-                                                  autograph=False),
-                                tf.function(functools.partial(self._fused, plan), jit_compile=jit, autograph=False))
-        return self._fns[batch]
+            self._fns[sizes] = (plans, tf.function(functools.partial(self._forward, plans), jit_compile=jit,
+                                                   autograph=False),
+                                tf.function(functools.partial(self._fused, plans), jit_compile=jit, autograph=False))
+        return self._fns[sizes]
 
     def _in_variable_layouts(self, batch, grads, updates):
         """Gradients and state updates laid out as their variables, so that each device's block of one matches its
@@ -289,9 +290,10 @@ class ConsistentExecutable(BaseExecutable):
     def __call__(self, feeds, lr=0.0, step=1):
         p, rt = self.program, self.runtime
         self._current_handles()
-        batch = len(feeds[0]) if feeds and np.ndim(feeds[0]) else None
-        plan, forward, fused = self._functions(batch)
-        placed = [rt.place(f, plan.sbp[x]) for f, x in zip(feeds, p.inputs)]
+        chunks = micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
+        batch = tuple(len(c[0]) if c and np.ndim(c[0]) else None for c in chunks)     # the micro-batches' sizes
+        plans, forward, fused = self._functions(batch)
+        placed = [[rt.place(f, plan.sbp[x]) for f, x in zip(chunk, p.inputs)] for chunk, plan in zip(chunks, plans)]
         # float64: DTensor folds small replicated int32/int64/float32 inputs into the program as constants, so a
         # new step counter would compile the step again; float64 inputs it leaves alone.  Plain scalars: DTensor
         # broadcasts them to the default mesh itself, at half the cost of copy_to_mesh
@@ -340,31 +342,40 @@ class ConsistentExecutable(BaseExecutable):
         parts = [t.numpy() for t in dtensor.unpack(value)]
         return parts if mode == "list" else parts[0]
 
-    def _forward(self, plan, feeds, step):
+    def _forward(self, plans, chunks, step):
+        """The step's forward (and backward) pass over its micro-batches (``chunks``, one feed list each, with
+        ``plans``): one graph of independent chains that meet only in the summed loss, so the engine runs
+        whichever op is ready, and stages placed on different devices work on different micro-batches at once."""
         p, rt = self.program, self.runtime
-        ctx = _DTensorContext(p.phase, step, self._seed, rt, plan)
-        env = dict(zip(p.inputs, feeds))
+        envs = [dict(zip(p.inputs, feeds)) for feeds in chunks]
+        contexts = [_DTensorContext(p.phase, step, self._seed, rt, plan) for plan in plans]
         grads, updates, watched = [], [], []
         if p.loss is not None:
             trainable = [self._handles[v.path] for v in p.trainable]
             with tf.GradientTape() as tape:
                 tape.watch(trainable)       # also variables made while frozen (created with trainable=False)
-                run_graph(p.nodes, env, self._handles, ctx)
-                loss = tf.cast(env[p.loss], tf.float32)
-                with dtensor.default_mesh(rt.mesh_for(p.loss.node.placement)):    # where the loss is
-                    mean = tf.reduce_sum(loss) / tf.cast(tf.size(loss), tf.float32)
-            grads = tape.gradient(mean, trainable + [env[b] for b in p.gradients],
+                total = count = None
+                for env, ctx in zip(envs, contexts):
+                    run_graph(p.nodes, env, self._handles, ctx, p.results)
+                    loss = tf.cast(env[p.loss], tf.float32)
+                    with dtensor.default_mesh(rt.mesh_for(p.loss.node.placement)):    # where the loss is
+                        part, size = tf.reduce_sum(loss), tf.cast(tf.size(loss), tf.float32)
+                        total, count = (part, size) if total is None else (total + part, count + size)
+                with dtensor.default_mesh(rt.mesh_for(p.loss.node.placement)):
+                    mean = total / count
+            grads = tape.gradient(mean, trainable + [envs[0][b] for b in p.gradients],
                                   unconnected_gradients=tf.UnconnectedGradients.ZERO)
             grads = [_unfolded(tf.convert_to_tensor(g)) for g in grads]
             grads, watched = grads[:len(trainable)], grads[len(trainable):]
         else:
-            run_graph(p.nodes, env, self._handles, ctx)
-        updates = [_unfolded(env[b]) for _, b in p.updates]
+            run_graph(p.nodes, envs[0], self._handles, contexts[0], p.results)
+        updates = [_unfolded(envs[0][b]) for _, b in p.updates]
         outs = []
         for blob, mode in zip(p.outputs, p.output_modes):
             mesh = rt.mesh_for(blob.node.placement)
             with dtensor.default_mesh(mesh):        # the sum's axes are made on the mesh of what it sums
-                value = tf.reduce_sum(env[blob]) if mode == "sum" else env[blob]
+                parts = [tf.reduce_sum(env[blob]) if mode == "sum" else env[blob] for env in envs]
+                value = tf.add_n(parts) if mode == "sum" and len(parts) > 1 else parts[0]
             outs.append(dtensor.relayout(value, rt.replicated(value.shape.rank, mesh)))
         outs += [dtensor.relayout(g, rt.replicated(g.shape.rank, rt.mesh_for(b.node.placement)))
                  for g, b in zip(watched, p.gradients)]
@@ -394,10 +405,10 @@ class ConsistentExecutable(BaseExecutable):
             with tf.device(device):
                 self._apply_copies(self._blocks[i], pick[:len(grads)], pick[len(grads):], lr, step, update)
 
-    def _fused(self, plan, feeds, lr, step):
+    def _fused(self, plans, chunks, lr, step):
         """Gradients and update in one DTensor function (only for the test that shows why the step is split)."""
         p, rt = self.program, self.runtime
-        outs, grads, updates = self._forward(plan, feeds, step)
+        outs, grads, updates = self._forward(plans, chunks, step)
         grads, updates = ([dtensor.relayout(t, rt.variable_layout(v)) for t, v in zip(values, variables)]
                           for values, variables in ((grads, p.trainable), (updates, [v for v, _ in p.updates])))
         self._apply_copies(self._handles, grads, updates, tf.cast(lr, tf.float32), step)
@@ -420,8 +431,15 @@ def all_reduce_grouping(group_size):
 
 def _moved(tensor, runtime, source, target):
     """``tensor`` (on mesh ``source``) whole on each device of mesh ``target``: gathered where it is, then copied
-    (DTensor's CopyToMesh, inside a step function; its gradient copies back)."""
+    (``dtensor.copy_to_mesh``, inside a step function; its gradient copies back).  That copy is a Relayout across
+    meshes, and DTensor (TF 2.21) cannot place the gradient where it meets an op with no other input on
+    ``source``: a Dense layer without activation just before another placement failed to compile ("'tf.BiasAddGrad'
+    op CopyToMeshOp must be used to send data across mesh"; with DTensor's own CopyToMesh op, its CopyToMeshGrad
+    fails so).  So the tensor is first multiplied by ones made from it (an op, not a constant): the gradient meets
+    that product, whose other input is on ``source``, first."""
     rank = tensor.shape.rank
+    if tensor.dtype.is_floating:
+        tensor = tensor * tf.raw_ops.OnesLike(x=tensor)
     whole = dtensor.relayout(tensor, runtime.replicated(rank, source))
     return dtensor.copy_to_mesh(whole, runtime.replicated(rank, target))
 
@@ -453,6 +471,8 @@ class _DTensorContext(LoweringContext):
         super().__init__(phase, step, seed, runtime.native_nchw)
         self.runtime, self.plan = runtime, plan
         self.mesh = runtime.mesh        # the mesh of the kernel being lowered: its placement's
+        self._arrived = set()           # ids of Blobs already moved to the placement of the nodes being lowered
+        self._copies = {}               # (id(tensor), placement) -> (tensor, its copy there): one copy per crossing
 
     @contextlib.contextmanager
     def kernel_scope(self, node):
@@ -506,11 +526,32 @@ class _DTensorContext(LoweringContext):
         boxed = [self.plan.wanted.get((node, i), self.plan.sbp.get(x)) for i, x in enumerate(node.inputs)]
         return boxed[0] == nd and all(b is not None and all(s == broadcast for s in b) for b in boxed[1:])
 
+    def arrive(self, blob, tensor, placement):
+        if blob.node.placement == placement:
+            return tensor
+        return self._copy(blob, tensor, placement)
+
+    def _copy(self, blob, tensor, placement):
+        """``blob``'s ``tensor`` on ``placement``'s devices, copied once however many ops there read it."""
+        key = (id(tensor), placement)
+        if key not in self._copies:
+            rt = self.runtime
+            self._copies[key] = (tensor, _moved(tensor, rt, rt.mesh_for(blob.node.placement), rt.mesh_for(placement)))
+        return self._copies[key][1]
+
+    @contextlib.contextmanager
+    def arrived(self, blobs):
+        before, self._arrived = self._arrived, {id(b) for b in blobs}
+        try:
+            yield
+        finally:
+            self._arrived = before
+
     def box(self, node, i, tensor):
         x, want = node.inputs[i], self.plan.wanted.get((node, i))
         if x.node.placement != node.placement:          # from one placement's devices to another's
             rt = self.runtime
-            moved = _moved(tensor, rt, rt.mesh_for(x.node.placement), rt.mesh_for(node.placement))
+            moved = tensor if id(x) in self._arrived else self._copy(x, tensor, node.placement)
             if node.placement is None and want is not None and partial_sum not in want and \
                     any(s != broadcast for s in want):
                 moved = self._relayout(moved, want, x.ndim)

@@ -197,28 +197,47 @@ class Executable(BaseExecutable):
 
     def _local(self, feeds, variables, step, replica_id):
         """One replica's forward (and backward) on its copies of the variables: no collectives, so XLA may
-        compile it whole.  Returns (element count, gradients of the local loss sum, state updates, outputs)."""
+        compile it whole.  Returns (element count, gradients of the local loss sum, state updates, outputs).
+        With micro-batches, its rows run as that many independent chains that meet in the loss sum."""
         p = self.program
         ctx = LoweringContext(p.phase, step, self._seed, self.runtime.native_nchw, replica_id)
         handles = dict(zip(self._paths, variables))
-        env = dict(zip(p.inputs, feeds))
+        chunks = _micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
+        envs = [dict(zip(p.inputs, chunk)) for chunk in chunks]
         size, grads, watched = tf.constant(0.0), [], []
         if p.loss is not None:
             with tf.GradientTape() as tape:
                 tape.watch([handles[v.path] for v in p.trainable])   # also variables made while frozen
-                run_graph(p.nodes, env, handles, ctx)
-                loss = tf.cast(env[p.loss], tf.float32)
-                local_sum = tf.reduce_sum(loss)
-            size = tf.cast(tf.size(loss), tf.float32)
-            grads = tape.gradient(local_sum, [handles[v.path] for v in p.trainable] + [env[b] for b in p.gradients],
-                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
+                local_sum = size = None
+                for env in envs:
+                    run_graph(p.nodes, env, handles, ctx, p.results)
+                    loss = tf.cast(env[p.loss], tf.float32)
+                    part, count = tf.reduce_sum(loss), tf.cast(tf.size(loss), tf.float32)
+                    local_sum, size = (part, count) if local_sum is None else (local_sum + part, size + count)
+            grads = tape.gradient(local_sum, [handles[v.path] for v in p.trainable] +
+                                  [envs[0][b] for b in p.gradients], unconnected_gradients=tf.UnconnectedGradients.ZERO)
             grads = [tf.convert_to_tensor(g) for g in grads]
             grads, watched = grads[:len(p.trainable)], grads[len(p.trainable):]
         else:
-            run_graph(p.nodes, env, handles, ctx)
-        updates = [env[b] for _, b in p.updates]
-        outs = [tf.reduce_sum(env[b]) if mode == "sum" else env[b] for b, mode in zip(p.outputs, p.output_modes)]
+            run_graph(p.nodes, envs[0], handles, ctx, p.results)
+        updates = [envs[0][b] for _, b in p.updates]
+        outs = [_summed([tf.reduce_sum(env[b]) for env in envs]) if mode == "sum" else envs[0][b]
+                for b, mode in zip(p.outputs, p.output_modes)]
         return size, grads, updates, outs + watched
+
+
+def _summed(parts):
+    return parts[0] if len(parts) == 1 else tf.add_n(parts)
+
+
+def _micro_batches(feeds, n):
+    """A replica's feeds -> ``n`` lists of them, each a run of consecutive rows (sizes differ by one at most; a
+    replica with fewer rows than ``n`` runs some empty ones)."""
+    if n == 1 or not feeds:
+        return [list(feeds)]
+    rows = tf.shape(feeds[0])[0]
+    bounds = [rows * k // n for k in range(n + 1)]
+    return [[f[bounds[k]:bounds[k + 1]] for f in feeds] for k in range(n)]
 
 
 def _idle(busy, modes):

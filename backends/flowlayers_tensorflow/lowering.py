@@ -7,11 +7,14 @@ import contextlib
 import hashlib
 import re
 
+import numpy as np
 import tensorflow as tf
 
 from flowlayers.errors import EngineError, FlowLayersError
+from flowlayers.framework.graph import recompute_units
 
 from .kernels import KERNELS
+from .recompute import recomputed
 
 
 class LoweringContext:
@@ -51,38 +54,92 @@ class LoweringContext:
         then takes the form that signature needs); never outside the consistent view."""
         return False
 
+    def arrive(self, blob, tensor, placement):
+        """Hook for the consistent view: ``blob``'s tensor moved to ``placement``'s devices ahead of its use."""
+        return tensor
+
+    def arrived(self, blobs):
+        """Hook for the consistent view: within it, ``blobs`` are where their consumers run (see ``arrive``)."""
+        return contextlib.nullcontext()
+
     def kernel_scope(self, node):
         """Hook for the consistent view: where ``node``'s kernel makes its tensors (its placement's mesh)."""
         return contextlib.nullcontext()
 
 
-def run_graph(nodes, env, handles, ctx):
-    """Fill ``env`` (Blob -> tensor) for every node; placeholders must already be in it."""
+def micro_batches(feeds, n):
+    """Host feeds -> ``n`` lists of feeds, each a run of consecutive rows (sizes differ by one at most); a batch of
+    fewer rows runs as one micro-batch per row (the sum of the gradients is the same)."""
+    if n == 1 or not feeds or not np.ndim(feeds[0]):
+        return [list(feeds)]
+    n = min(n, len(feeds[0]))
+    return [list(chunk) for chunk in zip(*[np.array_split(np.asarray(f), n) for f in feeds])]
+
+
+def run_graph(nodes, env, handles, ctx, keep=()):
+    """Fill ``env`` (Blob -> tensor) for every node; placeholders must already be in it.  In a training step the
+    nodes of a ``flow.recompute`` segment run as one recomputed function, returning what is used after it: by
+    nodes outside it or, ``keep``, by the step (outputs, loss, state updates)."""
+    units = recompute_units(nodes) if ctx.phase == "train" else nodes
+    if len(units) == len(nodes):
+        for node in nodes:
+            _run_node(node, env, handles, ctx)
+        return env
+    used_after = {id(b) for b in keep}
     for node in nodes:
-        if node.op.name == "placeholder":
-            continue
-        if node.op.name == "variable":
-            env[node.outputs[0]] = ctx.variable(handles[node.attrs["variable"].path])
-            continue
-        kernel = KERNELS.get(node.op.name)
-        if kernel is None:
-            raise EngineError(f"op {node.op.name!r} (node {node.name!r}): the tensorflow backend has no lowering "
-                              f"for it; expected one of {sorted(KERNELS)}")
-        with tf.name_scope(node.name.replace(":", "_")):
-            try:
-                inputs = [ctx.box(node, i, env[x]) for i, x in enumerate(node.inputs)]
-                with ctx.kernel_scope(node):
-                    out = kernel(node, *inputs, ctx=ctx)
-            except FlowLayersError:
-                raise
-            except (ValueError, TypeError, tf.errors.OpError) as e:
-                who = f"layer {node.layer.name!r}, op {node.op.name!r}" if node.layer else f"op {node.name!r}"
-                raise EngineError(f"{who}: TensorFlow rejected it while building the step: {str(e).rstrip('.')}; "
-                                  f"if its kernel is your own (register_kernel), make it agree with the shapes and "
-                                  f"dtypes the op's OpDef infers") from e
-        for blob, tensor in zip(node.outputs, out if isinstance(out, tuple) else (out,)):
-            env[blob] = ctx.pin(blob, tensor)
+        for x in node.inputs:
+            if x.node.recompute != node.recompute or x.node.placement != node.placement:
+                used_after.add(id(x))
+    for unit in units:
+        if isinstance(unit, list):
+            _run_segment(unit, env, handles, ctx, used_after)
+        else:
+            _run_node(unit, env, handles, ctx)
     return env
+
+
+def _run_segment(nodes, env, handles, ctx, used_after):
+    inside = {id(n) for n in nodes}
+    inputs = list({id(x): x for n in nodes for x in n.inputs if id(x.node) not in inside}.values())
+    outputs = [b for n in nodes for b in n.outputs if id(b) in used_after]
+
+    def forward(*values):      # run twice: in the forward pass, and again by the backward pass
+        local = dict(zip(inputs, values))
+        with ctx.arrived(inputs):
+            for node in nodes:
+                _run_node(node, local, handles, ctx)
+        return [local[b] for b in outputs]
+
+    # a variable's value read here, where it is kept; a tensor from another placement moved here, as the segment's
+    # inputs must all be on its devices
+    values = [ctx.arrive(x, tf.convert_to_tensor(env[x]), nodes[0].placement) for x in inputs]
+    env.update(zip(outputs, recomputed(forward)(*values)))
+
+
+def _run_node(node, env, handles, ctx):
+    if node.op.name == "placeholder":
+        return
+    if node.op.name == "variable":
+        env[node.outputs[0]] = ctx.variable(handles[node.attrs["variable"].path])
+        return
+    kernel = KERNELS.get(node.op.name)
+    if kernel is None:
+        raise EngineError(f"op {node.op.name!r} (node {node.name!r}): the tensorflow backend has no lowering "
+                          f"for it; expected one of {sorted(KERNELS)}")
+    with tf.name_scope(node.name.replace(":", "_")):
+        try:
+            inputs = [ctx.box(node, i, env[x]) for i, x in enumerate(node.inputs)]
+            with ctx.kernel_scope(node):
+                out = kernel(node, *inputs, ctx=ctx)
+        except FlowLayersError:
+            raise
+        except (ValueError, TypeError, tf.errors.OpError) as e:
+            who = f"layer {node.layer.name!r}, op {node.op.name!r}" if node.layer else f"op {node.name!r}"
+            raise EngineError(f"{who}: TensorFlow rejected it while building the step: {str(e).rstrip('.')}; "
+                              f"if its kernel is your own (register_kernel), make it agree with the shapes and "
+                              f"dtypes the op's OpDef infers") from e
+    for blob, tensor in zip(node.outputs, out if isinstance(out, tuple) else (out,)):
+        env[blob] = ctx.pin(blob, tensor)
 
 
 def step_error(program, error, graphs=()):

@@ -5,6 +5,7 @@ graph object.  ``apply`` runs the op's shape/dtype inference at build time,
 so mistakes surface where the user wrote them, named after the layer or op.
 """
 import contextlib
+import itertools
 
 from ..errors import FlowLayersError, GraphError
 from . import naming
@@ -14,11 +15,12 @@ _layer_stack = []
 
 
 class Node:
-    __slots__ = ("op", "inputs", "attrs", "name", "outputs", "layer", "placement")
+    __slots__ = ("op", "inputs", "attrs", "name", "outputs", "layer", "placement", "recompute")
 
-    def __init__(self, op, inputs, attrs, name, layer, placement=None):
+    def __init__(self, op, inputs, attrs, name, layer, placement=None, recompute=None):
         self.op, self.inputs, self.attrs, self.name, self.layer = op, tuple(inputs), attrs, name, layer
         self.placement = placement      # device indices of a placement on a subset of the devices, or None: all
+        self.recompute = recompute      # the recomputed segment it belongs to (flow.recompute), or None
         self.outputs = ()
 
     def __repr__(self):
@@ -56,6 +58,30 @@ def current_placement():
     return _placement_stack[-1] if _placement_stack else None
 
 
+_recompute_stack = []
+_segments = itertools.count(1)
+
+
+@contextlib.contextmanager
+def recompute_scope(segment=None):
+    """Ops made inside form one segment whose activations a training step does not keep: its backward pass
+    computes them again from the segment's inputs.  A scope inside another joins it; ``segment`` (an int) names
+    the segment, where a saved model is rebuilt."""
+    _recompute_stack.append(_recompute_stack[-1] if _recompute_stack else segment or new_segment())
+    try:
+        yield
+    finally:
+        _recompute_stack.pop()
+
+
+def new_segment():
+    return next(_segments)
+
+
+def current_recompute():
+    return _recompute_stack[-1] if _recompute_stack else None
+
+
 def apply(op, inputs, attrs=None, name=None):
     """Add one node of OpDef ``op``; returns its Blob, or a tuple for several outputs."""
     from ..parallel import propagate
@@ -73,7 +99,8 @@ def apply(op, inputs, attrs=None, name=None):
         raise type(e)(f"{who}: {e}") from None
     placement = attrs["variable"].placement if op.name == "variable" else \
         None if op.name == "placeholder" else current_placement()       # inputs are fed to every device
-    node = Node(op, inputs, attrs, name, layer, placement)
+    source = op.name in ("variable", "placeholder")
+    node = Node(op, inputs, attrs, name, layer, placement, None if source else current_recompute())
     out_sbps = propagate.infer_sbp(node, specs)
     node.outputs = tuple(Blob(node, i, s, d, sbp) for i, ((s, d), sbp) in enumerate(zip(specs, out_sbps)))
     return node.outputs[0] if len(node.outputs) == 1 else node.outputs
@@ -117,6 +144,25 @@ def units(outputs):
     """The calls and op nodes ``outputs`` need, each after those it reads (a layer's own ops are inside its
     call)."""
     return _producers_first([unit_of(b)[0] for b in outputs], lambda u: [unit_of(x)[0] for x in unit_inputs(u)])
+
+
+def recompute_units(nodes):
+    """``nodes`` (producers first) with each recomputed segment (nodes of one ``recompute_scope`` and placement)
+    gathered into one list, producers still first: a segment reads only what existed when its scope opened, so
+    it can run whole at one point."""
+    def key(node):
+        return None if node.recompute is None else (node.recompute, node.placement)
+
+    groups = {}
+    for node in nodes:
+        if key(node) is not None:
+            groups.setdefault(key(node), []).append(node)
+    if not groups:
+        return list(nodes)
+    unit = {id(n): groups[key(n)] if key(n) is not None else n for n in nodes}
+    return _producers_first([unit[id(n)] for n in nodes], lambda u: [
+        unit[id(x.node)] for n in (u if isinstance(u, list) else [u]) for x in n.inputs
+        if id(x.node) in unit and unit[id(x.node)] is not u])
 
 
 def topo_sort(outputs):

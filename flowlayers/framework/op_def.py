@@ -15,11 +15,14 @@ class Signature:
     ``collectives`` names what the op's kernel itself communicates over the axis when it runs with this
     signature, each moving a tensor the size of its first output: the vocabulary-parallel cross-entropy
     (``B x S(-1) -> B``) reduces a max and two sums over the split classes, ``("all-reduce", "all-reduce",
-    "all-reduce")``.  The planner charges and reports them like Boxing.
+    "all-reduce")``.  The planner charges and reports them like Boxing.  ``temporary_bytes``: a tensor the kernel
+    builds whole for this signature only (the vocabulary-parallel lookup's one-hot ids), charged per device as
+    bytes of Boxing are, so the signature wins only where it saves more than it writes.
     """
     inputs: Tuple
     outputs: Tuple
     collectives: Tuple = ()
+    temporary_bytes: float = 0.0
 
     def __repr__(self):
         inner = f" ({', '.join(self.collectives)} inside)" if self.collectives else ""

@@ -32,6 +32,7 @@ class Program:
     name: str = "step"
     gradients: list = field(default_factory=list)   # Blobs whose gradient of the mean loss the step also returns
                                                     # (after the outputs, as logical numpy arrays: flow.watch_diff)
+    micro_batches: int = 1            # a training batch split into this many, gradients summed, one update
     nodes: list = field(init=False)
     variables: List[Variable] = field(init=False)
     updates: list = field(init=False)
@@ -49,6 +50,21 @@ class Program:
         self.updates = [(var, node.outputs[i]) for node in self.nodes if self.phase == "train"
                         for i, var in node.attrs.get("updates", {}).items()
                         if node.attrs.get("training") in (None, True)]
+        if self.micro_batches > 1 and self.updates:
+            var, blob = self.updates[0]
+            who = f"layer {blob.node.layer.name!r}" if blob.node.layer is not None else f"op {blob.node.name!r}"
+            raise GraphError(f"{self.name!r}: micro_batches={self.micro_batches} expected a model without state "
+                             f"updated by each batch, received {who}, which updates {var.path!r} (BatchNormalization's "
+                             f"moving statistics); train it with micro_batches=1, or use LayerNormalization")
+        if self.micro_batches > 1 and any(m != "sum" for m in self.output_modes):
+            raise GraphError(f"{self.name!r}: micro_batches={self.micro_batches} expected outputs summed over the "
+                             f"batch (mode 'sum'), received modes {self.output_modes}")
+
+    @property
+    def results(self):
+        """The Blobs a step hands on: outputs, loss, state updates and watched Blobs."""
+        return list(self.outputs) + [b for b in [self.loss] if b is not None] + [b for _, b in self.updates] + \
+            list(self.gradients)
 
     @property
     def trainable(self):

@@ -35,6 +35,7 @@ class Model:
         self.history = None
         self.train_function = None      # Keras callbacks look for it (TensorBoard's graph); no Keras graph here
         self._jit_compile = False
+        self._micro_batches = 1
         self._programs = {}
         if inputs is not None or outputs is not None:
             self._init_graph(inputs, outputs)
@@ -232,11 +233,22 @@ class Model:
         return checkpoint.restore(filepath, weights, self._optimizers()).state
 
     # Compile and run -----------------------------------------------------
-    def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, jit_compile=False, **kwargs):
+    def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, jit_compile=False,
+                micro_batches=1, **kwargs):
         """Keras' compile.  A model with several outputs takes a loss, loss weight and metrics per output
-        (``heads.py``); with one output, ``loss_weights`` scales its loss."""
+        (``heads.py``); with one output, ``loss_weights`` scales its loss.
+
+        ``micro_batches`` (flowlayers'; OneFlow's ``set_gradient_accumulation_steps``): each training batch runs
+        as that many micro-batches in one step, their gradients summed, one update: what one step on the whole
+        batch gives, with the activations of a micro-batch at a time where memory is short, and, when layers are
+        placed on different devices (``flow.scope.placement``), a pipeline: those stages work on different
+        micro-batches at once.  (``gradient_accumulation_steps`` on an optimizer is Keras' form: one update per
+        that many steps, each fed a micro-batch.)"""
         if kwargs:
             raise InputError(f"Model {self.name!r}.compile: unexpected keyword argument(s) {sorted(kwargs)}")
+        if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) or micro_batches < 1:
+            raise InputError(f"Model {self.name!r}.compile: micro_batches expected a positive int, received "
+                             f"{micro_batches!r}")
         optimizer = optimizers_mod.get(optimizer)
         if self.built and len(self.outputs) > 1 and loss is not None:
             self._heads = heads_mod.make_heads(self, loss, loss_weights, metrics)
@@ -254,6 +266,7 @@ class Model:
             self.compiled_metrics = [metrics_mod.get(m, self.loss) for m in (metrics or [])]
         self.optimizer = optimizer
         self._jit_compile = bool(jit_compile)
+        self._micro_batches = micro_batches
         self._programs = {}
 
     @property
@@ -333,7 +346,7 @@ class Model:
         return Program(self.inputs + labels + ([weight] if weighted else []), outputs, ["sum"] * len(outputs),
                        phase, loss=per_example if phase == "train" else None,
                        optimizer=self.optimizer if phase == "train" else None, jit_compile=self._jit_compile,
-                       name=f"{self.name}.{phase}")
+                       name=f"{self.name}.{phase}", micro_batches=self._micro_batches if phase == "train" else 1)
 
     def _label_placeholder(self, head=None):
         """The labels' placeholder of the only output, or of ``head``'s output (one with a loss)."""

@@ -10,7 +10,8 @@ per variable, a manifest with checksums, written atomically) whose manifest
     {"format": "flowlayers-model-1",
      "owners": {name: {"class_name", "module", "config"}             a layer, by its get_config
                        | {"class_name": "Model"|"Sequential", "model": <model>}},   a nested model
-     "model": <model>, "compile": null | {"optimizer", "loss", "loss_weights", "metrics", "jit_compile"}}
+     "model": <model>, "compile": null | {"optimizer", "loss", "loss_weights", "metrics", "jit_compile",
+                                             "micro_batches"}}
 
 A functional ``<model>`` lists ``entries`` in the order they are rebuilt:
 ``{"input": {name, shape, batch_size, dtype}}``, ``{"call": owner, "inputs": [[entry, output], ...], "single":
@@ -22,6 +23,7 @@ Loading runs no code from the file: only JSON and ``.npy`` arrays read without p
 among flowlayers' own or in ``custom_objects``.  A save checks first that every layer's config makes the layer
 again, so what saves loads.
 """
+import contextlib
 import json
 import os
 
@@ -93,7 +95,7 @@ def _entry(unit, model, owners, objects, position):
     if isinstance(unit, graph.Call):
         return {"call": _owner(unit.owner, owners, objects), "inputs": refs(graph.unit_inputs(unit)),
                 "single": not isinstance(unit.inputs, (list, tuple)),
-                "kwargs": _encode(unit.kwargs, f"the call of {unit.owner.name!r}")}
+                "kwargs": _encode(unit.kwargs, f"the call of {unit.owner.name!r}"), **_where(unit.outputs[0].node)}
     node = unit
     if node.op.name == "placeholder":
         return {"input": _input_spec(node.outputs[0])}
@@ -104,7 +106,19 @@ def _entry(unit, model, owners, objects, position):
         raise LayerError(f"Model {model.name!r}: op {node.name!r} reads variable {node.attrs['variable'].path!r} "
                          f"outside any layer; a saved model rebuilds variables through layers, so expected it made "
                          f"by a Layer's add_weight")
-    return {"op": node.op.name, "attrs": _encode(node.attrs, f"op {node.name!r}"), "inputs": refs(node.inputs)}
+    return {"op": node.op.name, "attrs": _encode(node.attrs, f"op {node.name!r}"), "inputs": refs(node.inputs),
+            **_where(node)}
+
+
+def _where(node):
+    """The placement (``flow.scope.placement``) and recomputed segment (``flow.recompute``) a call or op was made
+    in, where it has them."""
+    where = {}
+    if node.placement is not None:
+        where["placement"] = list(node.placement)
+    if node.recompute is not None:
+        where["recompute"] = node.recompute
+    return where
 
 
 def _input_spec(blob):
@@ -178,7 +192,8 @@ def _compile_config(model):
         raise ConfigError(f"Model {model.name!r}.save: optimizer {opt.name!r} has a callable learning_rate "
                           f"{opt.learning_rate!r}, which cannot be saved without its code; expected a number (or "
                           f"save_weights, which saves the optimizer state without its settings)")
-    spec = {"optimizer": _object_spec(opt, f"optimizer {opt.name!r}"), "jit_compile": model._jit_compile}
+    spec = {"optimizer": _object_spec(opt, f"optimizer {opt.name!r}"), "jit_compile": model._jit_compile,
+            "micro_batches": model._micro_batches}
     if model._heads is None:
         spec.update(loss=_loss_spec(model.loss), loss_weights=model._loss_weight,
                     metrics=[_object_spec(m, f"metric {m.name!r}") for m in model.compiled_metrics])
@@ -299,6 +314,18 @@ class _Builder:
                                           f"{type(e).__name__}: {e}") from None
         return self.made[name]
 
+    @contextlib.contextmanager
+    def scopes(self, entry, segments):
+        """The placement and recomputed segment an entry was saved with (a segment's entries share a new one)."""
+        with contextlib.ExitStack() as stack:
+            if "placement" in entry:
+                stack.enter_context(graph.placement_scope(tuple(entry["placement"])))
+            if "recompute" in entry:
+                if entry["recompute"] not in segments:
+                    segments[entry["recompute"]] = graph.new_segment()
+                stack.enter_context(graph.recompute_scope(segments[entry["recompute"]]))
+            yield
+
     def model(self, spec):
         from ..inputs import Input
         from .model import Model
@@ -310,16 +337,18 @@ class _Builder:
         if spec["class_name"] == "Sequential":
             first = [make_input(spec["input"])] if spec["input"] else []
             return Sequential(first + [self.owner(n) for n in spec["layers"]], name=spec["name"])
-        made = []
+        made, segments = [], {}
         for entry in spec["entries"]:
             if "input" in entry:
                 out = make_input(entry["input"])
             else:
                 args = [made[k][i] for k, i in entry["inputs"]]
-                if "call" in entry:
-                    out = self.owner(entry["call"])(args[0] if entry["single"] else args, **_decode(entry["kwargs"]))
-                else:
-                    out = graph.apply(_op(entry["op"], self.where), args, _decode(entry["attrs"]))
+                with self.scopes(entry, segments):
+                    if "call" in entry:
+                        out = self.owner(entry["call"])(args[0] if entry["single"] else args,
+                                                        **_decode(entry["kwargs"]))
+                    else:
+                        out = graph.apply(_op(entry["op"], self.where), args, _decode(entry["attrs"]))
             made.append(_flat(out))
         inputs = [made[k][0] for k in spec["inputs"]]
         outputs = [made[k][i] for k, i in spec["outputs"]]
@@ -355,7 +384,8 @@ def _compile(model, spec, custom, where):
         loss = make(loss, losses_table, "loss")
         metrics = [make(m, metrics_table, "metric") for m in metrics]
     model.compile(optimizer=make(spec["optimizer"], _classes(optimizers_mod, optimizers_mod.Optimizer), "optimizer"),
-                  loss=loss, loss_weights=spec["loss_weights"], metrics=metrics, jit_compile=spec["jit_compile"])
+                  loss=loss, loss_weights=spec["loss_weights"], metrics=metrics, jit_compile=spec["jit_compile"],
+                  micro_batches=spec.get("micro_batches", 1))
 
 
 def _classes(module, base):

@@ -131,11 +131,14 @@ def _plan(nodes, axes, batch, loss, trainable, source_sbp, supports, rounds, who
                 p.wanted[(node, i)] = want
         if not changed:
             break
+    copied = set()      # (Blob, placement): a Blob crossing to a placement is copied there once, whoever reads it
     for node in nodes:
         p.boxing.extend(_inner(node, p.signatures.get(node, ()), axes, fed))
         for i, x in enumerate(node.inputs):
             if _placement(x.node) != _placement(node):
-                p.boxing.append(_transfer(x, node, p.sbp[x], p.wanted[(node, i)], fed(x.shape)))
+                if (x, _placement(node)) not in copied:
+                    copied.add((x, _placement(node)))
+                    p.boxing.append(_transfer(x, node, p.sbp[x], p.wanted[(node, i)], fed(x.shape)))
             elif p.wanted[(node, i)] != p.sbp[x]:
                 p.boxing.append(_boxing(_label(x.node), node.name, p.sbp[x], p.wanted[(node, i)], fed(x.shape),
                                         x.dtype, axes))
@@ -233,14 +236,16 @@ def _backward(p, nodes, loss, trainable, fed):
                 upstream.add(x)
                 frontier.append(x)
     needs &= upstream
-    arriving, out = {}, []              # Blob -> {nd gradient SBP: [consumer names]}
+    arriving, out, copied = {}, [], set()   # Blob -> {nd gradient SBP: [consumer names]}; crossings copied back
     for node in nodes:
         sigs = p.signatures.get(node)
         for i, x in enumerate(node.inputs):
             if sigs is None or x not in needs or not x.dtype.is_floating:
                 continue
             if _placement(x.node) != _placement(node):      # the gradient crosses back: a copy, not a collective
-                out.append(_transfer(x, node, p.sbp[x], p.wanted[(node, i)], fed(x.shape), "backward"))
+                if (x, _placement(node)) not in copied:
+                    copied.add((x, _placement(node)))
+                    out.append(_transfer(x, node, p.sbp[x], p.wanted[(node, i)], fed(x.shape), "backward"))
                 continue
             grad = tuple(_grad_of_input(sig, i) for sig in sigs)
             arriving.setdefault(x, {}).setdefault(grad, []).append(node.name)

@@ -73,7 +73,7 @@ def choose(node, specs, axis_index, n, taken=None, out_wants=None, supports=None
                 for cur, want, x in zip(in_sbps, sig.inputs, node.inputs))
         for out, (shape, dtype), wants in zip(sig.outputs, specs, out_wants or ()):
             c += sum(_cost(out, w[axis_index], boxing.nbytes(shape, dtype), n, whole_partials) for w in wants)
-        c += inner_bytes(sig, specs, n) + LATENCY_BYTES * len(sig.collectives) * (n > 1)
+        c += inner_bytes(sig, specs, n) + LATENCY_BYTES * len(sig.collectives) * (n > 1) + sig.temporary_bytes / n
         if c < best_cost:
             best, best_cost = sig, c
     return best, best_cost

@@ -28,12 +28,14 @@ Y = np.roll(X, -1, axis=1)
 POSITIONS = np.broadcast_to(np.arange(SEQ, dtype=np.int32), X.shape)
 
 
-def train(devices, mesh, rules, accumulate=None):
-    """10 Adam steps (``accumulate``: that many micro-batches of each batch per update) in a place."""
+def train(devices, mesh, rules, accumulate=None, micro_batches=1, stages=1, view="consistent"):
+    """10 Adam steps in a place (``accumulate``: an update per that many steps of a micro-batch each;
+    ``micro_batches``: each step's batch run as that many; ``stages``: a pipeline of that many placements)."""
     places.consistent(devices, mesh, rules, seed=3)
-    model = char_gpt.gpt(VOCAB, SEQ, width=16, heads=4, blocks=2)
+    flow.config.set_view(view)
+    model = char_gpt.gpt(VOCAB, SEQ, width=16, heads=4, blocks=2, stages=stages)
     model.compile(flow.optimizers.Adam(0.001, gradient_accumulation_steps=accumulate),
-                  flow.losses.SparseCategoricalCrossentropy(from_logits=True))
+                  flow.losses.SparseCategoricalCrossentropy(from_logits=True), micro_batches=micro_batches)
     history = model.fit([X, POSITIONS], Y, batch_size=BATCH // (accumulate or 1), epochs=1, shuffle=False,
                         verbose=0).history
     return model, history
@@ -87,14 +89,15 @@ def test_vocabulary_parallel_gpt_equals_one_device_without_gathering_logits(tied
     """The vocabulary split over ``model`` as well (``flow.parallel.vocab_rules``): the token table by rows, the head
     by columns (or the tied table serving both ways).  The lookup is a partial sum, the logits stay split and the
     loss reduces per-token max, sum and label logit over the devices; after 10 Adam steps the weights equal one
-    device's.  A vocabulary of 256: at 20 the planner rightly prefers moving the small logits (an all-to-all) to
-    three reductions."""
+    device's.  A vocabulary of 256 and width 128: at 20 the planner rightly prefers moving the small logits (an
+    all-to-all) to three reductions, and at width 32 (the tokens a device looks up) or less moving the table to
+    a one-hot product (DTensor's only form of a lookup in split rows)."""
     vocab = 256
     x = np.random.default_rng(2).integers(0, vocab, (STEPS * BATCH, SEQ)).astype(np.int32)
 
     def run(devices, mesh, rules):
         places.consistent(devices, mesh, rules, seed=3)
-        model = char_gpt.gpt(vocab, SEQ, width=16, heads=4, blocks=1, tied=tied)
+        model = char_gpt.gpt(vocab, SEQ, width=128, heads=4, blocks=1, tied=tied)
         model.compile(flow.optimizers.Adam(0.001), flow.losses.SparseCategoricalCrossentropy(from_logits=True))
         return model, model.fit([x, POSITIONS], np.roll(x, -1, axis=1), batch_size=BATCH, epochs=1, shuffle=False,
                                 verbose=0).history
@@ -107,11 +110,66 @@ def test_vocabulary_parallel_gpt_equals_one_device_without_gathering_logits(tied
     for w, a, b in zip(model.weights, model.get_weights(), one.get_weights()):
         np.testing.assert_allclose(a, b, atol=1e-5, err_msg=w.path)
     plan = model.parallel_plan(batch_size=BATCH)
-    assert plan.variables["token_embedding/embeddings"].shard_shape == (vocab // 2, 16)
+    assert plan.variables["token_embedding/embeddings"].shard_shape == (vocab // 2, 128)
     if not tied:
-        assert plan.variables["lm_head/kernel"].shard_shape == (16, vocab // 2)
+        assert plan.variables["lm_head/kernel"].shard_shape == (128, vocab // 2)
+    table = [b for b in plan.boxing if b.producer == "token_embedding/embeddings"]
+    assert all(kind != "all-gather" for b in table for _, kind in b.collectives), table   # looked up where it is
     loss = [b for b in plan.boxing if b.producer == b.consumer == "sparse_softmax_cross_entropy"]
     assert [kinds for b in loss for kinds in b.collectives] == [
         ("model", "all-reduce (max)"), ("model", "all-reduce"), ("model", "all-reduce")]
     logits = "token_embedding/einsum" if tied else "lm_head/bias_add"
     assert not [b for b in plan.boxing if b.producer == logits and b.phase == "forward"], plan.boxing
+
+
+def assert_like_one_device(model, reference):
+    """Every weight within 1e-5, but the attention's key biases: a true gradient of exactly zero makes what they get
+    rounding noise that Adam scales up (module docstring); a pipeline's sums round otherwise, 1.1e-5 measured."""
+    for w, a, b in zip(model.weights, model.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(a, b, atol=3e-5 if w.path.endswith("key/bias") else 1e-5, err_msg=w.path)
+
+
+def test_a_two_stage_pipeline_over_micro_batches_equals_one_device():
+    """Blocks placed on two devices (``flow.scope.placement``, the embeddings with the first, the head with the
+    last) and each batch run as 4 micro-batches, so that the stages can work on different ones at once: the
+    weights after 10 Adam steps equal one device's; each variable lives on its stage's device only, and the
+    activation crossing between the stages is copied once per micro-batch, forward and back."""
+    one, want = train(1, {}, {})
+    model, got = train(2, {}, {}, micro_batches=4, stages=2)
+    np.testing.assert_allclose(got["loss"], want["loss"], rtol=1e-5)
+    assert_like_one_device(model, one)
+    plan = model.parallel_plan(batch_size=BATCH // 4)
+    assert plan.variables["b0_attn/query/kernel"].devices == (0,)
+    assert plan.variables["lm_head/kernel"].devices == plan.variables["adam/lm_head/kernel/m"].devices == (1,)
+    crossing = [(b.phase, b.producer) for b in plan.boxing if any(a == "0:0 -> 0:1" for a, _ in b.collectives)]
+    assert crossing == [("forward", "add_2")], crossing
+    assert len([b for b in plan.boxing if any(a == "0:1 -> 0:0" for a, _ in b.collectives)]) == 1
+
+
+@pytest.mark.parametrize("view, devices, mesh, rules", [
+    ("mirrored", 2, {}, {}),
+    ("consistent", 4, {"data": 2, "model": 2}, {**flow.parallel.attention_rules(), **char_gpt.MLP_RULES})],
+    ids=["mirrored x2", "consistent 2x2 tensor parallel"])
+def test_micro_batches_train_as_whole_batches(view, devices, mesh, rules):
+    """3 micro-batches of each batch of 8 (3, 3 and 2 rows; of a mirrored replica's 4: 1, 1 and 2), one update: as
+    one device training on whole batches."""
+    one, want = train(1, {}, {})
+    model, got = train(devices, mesh, rules, micro_batches=3, view=view)
+    np.testing.assert_allclose(got["loss"], want["loss"], rtol=1e-5)
+    assert_like_one_device(model, one)
+    assert model.optimizer.iterations == STEPS
+
+
+def test_micro_batches_mistakes_are_named():
+    places.consistent(1)
+    model = char_gpt.gpt(VOCAB, SEQ, width=16, heads=4, blocks=1)
+    with pytest.raises(flow.InputError, match=r"compile: micro_batches expected a positive int, received 0"):
+        model.compile("adam", "mse", micro_batches=0)
+    x = flow.Input((4,))
+    normed = flow.Model(x, flow.layers.BatchNormalization(name="bn")(flow.layers.Dense(4)(x)))
+    normed.compile("sgd", "mse", micro_batches=2)
+    with pytest.raises(flow.GraphError, match=r"micro_batches=2 expected a model without state updated by each "
+                                              r"batch, received layer 'bn', which updates 'bn/moving_mean'"):
+        normed.fit(np.ones((4, 4), np.float32), np.ones((4, 4), np.float32), verbose=0)
+    normed.compile("sgd", "mse")           # and the model still trains
+    normed.fit(np.ones((4, 4), np.float32), np.ones((4, 4), np.float32), verbose=0)
