@@ -28,14 +28,19 @@ SPEC.loader.exec_module(char_gpt)
 
 
 def configurations(model):
+    """(name, devices, mesh, rules made once the mesh is in force)."""
     tp = {**flow.parallel.attention_rules(), **char_gpt.MLP_RULES}
     return [
         ("one device", 1, {}, lambda: {}),
         ("tensor parallel, model=2", 2, {"model": 2}, lambda: tp),
         ("tensor parallel, model=4", 4, {"model": 4}, lambda: tp),
         ("data x model = 2 x 2, tensor parallel", 4, {"data": 2, "model": 2}, lambda: tp),
+        ("2 x 2, tensor + vocabulary parallel", 4, {"data": 2, "model": 2},
+         lambda: {**tp, **flow.parallel.vocab_rules()}),
         ("ZeRO, data=2", 2, {"data": 2}, lambda: flow.parallel.zero_rules(model)),
         ("ZeRO, data=4", 4, {"data": 4}, lambda: flow.parallel.zero_rules(model)),
+        ("2 x 2, ZeRO + tensor parallel", 4, {"data": 2, "model": 2},
+         lambda: flow.parallel.zero_rules(model, rules=tp)),
     ]
 
 
@@ -43,7 +48,7 @@ def build(args, devices, mesh, rules):
     flow.config.set_view("consistent")
     flow.config.gpu_device_num(devices)
     flow.config.set_mesh(**mesh)
-    flow.config.set_layout_rules(rules)
+    flow.config.set_layout_rules(rules())
     flow.clear_session()
     flow.config.set_seed(0)
     model = char_gpt.gpt(args.vocab, args.seq, width=args.width, heads=args.heads, blocks=args.blocks)
@@ -68,9 +73,9 @@ def main():
     feeds = [x, np.broadcast_to(np.arange(args.seq, dtype=np.int32), x.shape)]
     y = np.roll(x, -1, axis=1)
     rows = []
-    base_model = build(args, 1, {}, {})
+    base_model = build(args, 1, {}, dict)
     for name, devices, mesh, rules in configurations(base_model):
-        model = build(args, devices, mesh, rules())
+        model = build(args, devices, mesh, rules)
         plan = model.parallel_plan(batch_size=args.batch)
         for _ in range(2):
             model.train_on_batch(feeds, y)

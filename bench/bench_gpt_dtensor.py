@@ -45,9 +45,9 @@ def flow_mesh_args(sizes):
     """bench_gpt.build's (devices, mesh, rules) for a configuration."""
     devices = sizes["data"] * sizes["model"]
     if devices == 1:
-        return 1, {}, {}
+        return 1, {}, dict
     mesh = {axis: n for axis, n in sizes.items() if n > 1}
-    return devices, mesh, {**bench_gpt.flow.parallel.attention_rules(), **bench_gpt.char_gpt.MLP_RULES}
+    return devices, mesh, lambda: {**bench_gpt.flow.parallel.attention_rules(), **bench_gpt.char_gpt.MLP_RULES}
 
 
 class HandWrittenGPT:

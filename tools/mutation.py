@@ -75,6 +75,12 @@ TARGETS = {
     "flowlayers/models/saving.py": [T + "models/test_whole_model_save.py", T + "layers/test_layer_configs.py"],
     "flowlayers/regularizers.py": [T + "test_regularizers.py"],
     "backends/flowlayers_tensorflow/placements.py": [T + "parallel/test_placement.py"],
+    # Transformers: vocabulary parallelism, recomputation, micro-batches, the presets
+    "flowlayers/parallel/presets.py": [T + "parallel/test_gpt_parallel.py", T + "parallel/test_attention_parallel.py"],
+    "backends/flowlayers_tensorflow/recompute.py": [T + "parallel/test_recompute.py"],
+    "backends/flowlayers_tensorflow/lowering.py": [T + "parallel/test_recompute.py", T + "parallel/test_gpt_parallel.py",
+                                                   T + "test_user_errors.py"],
+    "flowlayers/ops/embedding.py": [T + "parallel/test_signatures.py", T + "parallel/test_gpt_parallel.py"],
 }
 
 

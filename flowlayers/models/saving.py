@@ -16,8 +16,10 @@ per variable, a manifest with checksums, written atomically) whose manifest
 A functional ``<model>`` lists ``entries`` in the order they are rebuilt:
 ``{"input": {name, shape, batch_size, dtype}}``, ``{"call": owner, "inputs": [[entry, output], ...], "single":
 bool, "kwargs": {...}}`` (a layer or model called again) or ``{"op": name, "attrs": {...}, "inputs": [...]}``
-(an op applied outside any layer, e.g. ``x * 2``); ``inputs`` and ``outputs`` name entries the same way.  A
-Sequential is ``{"input", "layers": [owner, ...]}``.
+(an op applied outside any layer, e.g. ``x * 2``); ``inputs`` and ``outputs`` name entries the same way.  A call
+or op made under ``flow.scope.placement`` or ``flow.recompute()`` also holds ``"placement": [device, ...]`` or
+``"recompute": segment`` (entries of one segment share its number).  A Sequential is ``{"input", "layers":
+[owner, ...]}``.
 
 Loading runs no code from the file: only JSON and ``.npy`` arrays read without pickle, and classes found by name
 among flowlayers' own or in ``custom_objects``.  A save checks first that every layer's config makes the layer

@@ -9,12 +9,12 @@ Each attention layer's heads are split over ``axis``: the query, key and value k
 first, so a block's forward pass needs one all-reduce (the output projection's partial sum) and its heads never
 leave their device.  The rules are plain ``{regex: spec}`` entries; write your own the same way.
 
-    flow.config.set_layout_rules({**flow.parallel.attention_rules(), **flow.parallel.zero_rules(model)})
+    flow.config.set_layout_rules(flow.parallel.zero_rules(model, rules=flow.parallel.attention_rules()))
 
 ``zero_rules`` splits each weight of a model over ``data`` along its first dim that divides (ZeRO stage 3: the
 optimizer's slots follow their weights): each device stores 1/N, the forward pass all-gathers a weight where it
-is used, the backward pass reduce-scatters its gradient.  Rules match in order, so rules given before it (tensor
-parallelism) win for the weights they name.
+is used, the backward pass reduce-scatters its gradient.  Given tensor parallelism's rules, it adds ``data`` to
+their splits.
 """
 import re
 
@@ -56,9 +56,11 @@ def _check(preset, **patterns):
                            f"({e})") from None
 
 
-def zero_rules(model, axis="data"):
+def zero_rules(model, axis="data", rules=None):
     """Rules splitting every weight of ``model`` over mesh axis ``axis`` (of the mesh in force) along its first
-    dim of a size that divides; a weight with none stays whole."""
+    dim of a size that divides; a weight with none stays whole.  ``rules`` (e.g. tensor parallelism's): each
+    weight keeps the spec of the first of them that matches it, with ``axis`` added on a further dim, so that
+    ``set_layout_rules(zero_rules(model, rules=tp))`` shards over both axes."""
     from .. import config
 
     mesh = config.mesh_shape()
@@ -68,9 +70,17 @@ def zero_rules(model, axis="data"):
     weights = getattr(model, "weights", None)
     if weights is None:
         raise SBPError(f"flow.parallel.zero_rules: expected a built model (its weights), received {model!r}")
-    rules = {}
+    if rules is not None and not isinstance(rules, dict):
+        raise SBPError(f"flow.parallel.zero_rules: rules expected a dict of layout rules, received {rules!r}")
+    out = {}
     for w in weights:
-        dim = next((d for d, size in enumerate(w.shape) if size % mesh[axis] == 0), None)
-        if dim is not None:
-            rules[f"^{re.escape(w.path)}$"] = tuple(axis if d == dim else None for d in range(len(w.shape)))
-    return rules
+        spec = next((tuple(spec) for pattern, spec in (rules or {}).items() if re.search(pattern, w.path)),
+                    (None,) * len(w.shape))
+        if len(spec) != len(w.shape):
+            raise SBPError(f"flow.parallel.zero_rules: layout rule for {w.path!r} expected {len(w.shape)} entries, "
+                           f"one per dim of shape {w.shape}, received {spec!r}")
+        sizes = [n // (mesh.get(a, 1) if a else 1) for n, a in zip(w.shape, spec)]
+        dim = next((d for d, (size, a) in enumerate(zip(sizes, spec)) if a is None and size % mesh[axis] == 0), None)
+        if dim is not None or any(spec):
+            out[f"^{re.escape(w.path)}$"] = tuple(axis if d == dim else a for d, a in enumerate(spec))
+    return out

@@ -11,6 +11,7 @@ from ..sbp import Split, broadcast, format_nd, partial_sum
 from . import boxing
 
 LATENCY_BYTES = 4096.0   # what starting one collective costs, in bytes: fewer collectives win ties
+UNSPLIT_BATCH = 1e15     # charged for gathering the batch on the "data" axis: every later op would compute it all
 
 
 def mesh_axes():
@@ -58,11 +59,15 @@ def _cost(src, dst, size, n, whole_partials=False):
     return boxing.cost(src, dst, size, n) + latency
 
 
-def choose(node, specs, axis_index, n, taken=None, out_wants=None, supports=None, whole_partials=False):
+def choose(node, specs, axis_index, n, taken=None, out_wants=None, supports=None, whole_partials=False,
+           axis_name=None):
     """The cheapest legal signature of ``node`` on one mesh axis of ``n`` devices, and its cost.
 
     The cost is the Boxing of the inputs to the signature and, when ``out_wants`` gives what each output's
-    consumers want (nd-SBPs), the Boxing of the outputs to those.
+    consumers want (nd-SBPs), the Boxing of the outputs to those.  On the ``data`` axis, a signature that would
+    gather a batch split there (a Blob whose dim 0 is the batch, from S(0) to anything else) is the last resort:
+    the bytes are few (ids), but every op after it would compute the whole batch on each device, which Boxing
+    costs do not see (ZeRO's split embedding once took a one-hot lookup of the gathered ids so).
     """
     in_sbps = [x.sbp[axis_index] for x in node.inputs]
     best, best_cost = None, boxing.INFEASIBLE
@@ -70,6 +75,8 @@ def choose(node, specs, axis_index, n, taken=None, out_wants=None, supports=None
         if not legal(sig, node, specs, n, taken):
             continue
         c = sum(_cost(cur, want, boxing.nbytes(x.shape, x.dtype), n, whole_partials)
+                + (UNSPLIT_BATCH if axis_name == "data" and cur == Split(0) and want != cur and n > 1
+                   and getattr(x, "batched", False) else 0.0)
                 for cur, want, x in zip(in_sbps, sig.inputs, node.inputs))
         for out, (shape, dtype), wants in zip(sig.outputs, specs, out_wants or ()):
             c += sum(_cost(out, w[axis_index], boxing.nbytes(shape, dtype), n, whole_partials) for w in wants)
@@ -115,7 +122,7 @@ def signatures(node, specs, axes, out_wants=None, supports=None, whole_partials=
                                f"expected one this backend can realise for these shapes: "
                                f"{[s for s in options if legal(s, node, specs, n, taken)]}")
         else:
-            sig, _ = choose(node, specs, i, n, taken, out_wants, supports, whole_partials)
+            sig, _ = choose(node, specs, i, n, taken, out_wants, supports, whole_partials, axis)
             sig = sig or Signature((broadcast,) * len(node.inputs), (broadcast,) * len(specs))
         for used, s in zip(taken[0] + taken[1], sig.inputs + sig.outputs):
             used |= _dims([s])

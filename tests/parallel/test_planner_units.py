@@ -73,3 +73,40 @@ def test_linear_unary_ops_pass_partial_sums_through(name):
     sigs = elementwise.UNARY[name].signatures([Spec(4, 6)], {})
     assert Signature((P,), (P,)) in sigs
     assert Signature((P,), (P,)) not in elementwise.UNARY["relu"].signatures([Spec(4, 6)], {})
+
+
+class Probe:        # a node as the planner's choice sees it
+    def __init__(self, op, inputs, attrs=None):
+        self.op, self.inputs, self.attrs, self.name = op, inputs, attrs or {}, op.name
+
+
+class In:           # an input as the planner sees it: fed shape, dtype, SBP (one axis), whether dim 0 is the batch
+    def __init__(self, shape, sbp, dtype=flow.float32, batched=False):
+        self.shape, self.ndim, self.sbp, self.dtype, self.batched = shape, len(shape), (sbp,), dtype, batched
+
+
+def test_a_kernels_own_collectives_are_charged_like_boxing():
+    sig = Signature((B, Split(2)), (B,), ("all-reduce (max)", "all-reduce", "all-reduce"))
+    specs = [((8, 16), flow.float32)]
+    assert propagate.inner_bytes(sig, specs, 2) == 3 * boxing.cost(P, B, 8 * 16 * 4, 2)
+    assert propagate.inner_bytes(sig, specs, 1) == 0.0
+    from flowlayers.ops import nn
+    labels, logits = In((8, 16), B, flow.int32), In((8, 16, 4096), Split(2))
+    node = Probe(nn.SPARSE_SOFTMAX_CE, [labels, logits])
+    chosen, cost = propagate.choose(node, [((8, 16), flow.float32)], 0, 2)
+    assert chosen.collectives and cost == pytest.approx(propagate.inner_bytes(chosen, [((8, 16), flow.float32)], 2)
+                                                      + 3 * propagate.LATENCY_BYTES)
+
+
+def test_the_batch_stays_split_over_data_while_another_signature_serves():
+    """A lookup in a table split over ``data`` could take the ids whole (few bytes) and return a partial sum; on the
+    ``data`` axis that gathers the batch, so the table is gathered instead; on another axis the ids may go whole."""
+    from flowlayers.ops import embedding
+    table, ids = In((64, 512), Split(0)), In((32, 8), Split(0), flow.int32, batched=True)
+    node = Probe(embedding.GATHER, [table, ids])
+    specs = [((32, 8, 512), flow.float32)]
+    on_data, _ = propagate.choose(node, specs, 0, 2, axis_name="data")
+    assert on_data.inputs == (B, Split(0)), on_data
+    ids_whole = In((32, 8), B, flow.int32, batched=True)
+    on_model, _ = propagate.choose(Probe(embedding.GATHER, [table, ids_whole]), specs, 0, 2, axis_name="model")
+    assert on_model == Signature((Split(0), B), (P,), temporary_bytes=on_model.temporary_bytes), on_model
