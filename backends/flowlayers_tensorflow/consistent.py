@@ -503,8 +503,11 @@ class _DTensorContext(LoweringContext):
             self.step = step
         return dtensor.relayout(draw, self.runtime.replicated(draw.shape.rank, self.mesh))
 
-    def splits(self, node, i, dim):
-        return Split(dim % node.inputs[i].ndim) in self.plan.input_sbp(node, i)
+    def input_sbp(self, node, i):
+        return self.plan.input_sbp(node, i)
+
+    def lay_out(self, tensor, nd_sbp):
+        return self._relayout(tensor, nd_sbp, tensor.shape.rank)
 
     def _relayout(self, tensor, nd, rank):
         return dtensor.relayout(tensor, self.runtime.layout(nd, rank))

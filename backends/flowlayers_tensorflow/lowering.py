@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from flowlayers.errors import EngineError, FlowLayersError
 from flowlayers.framework.graph import recompute_units
+from flowlayers.sbp import Split
 
 from .kernels import KERNELS
 from .recompute import recomputed
@@ -49,10 +50,19 @@ class LoweringContext:
         """Hook for the consistent view: Boxing of input ``i`` of ``node`` to its signature's layout."""
         return tensor
 
+    def input_sbp(self, node, i):
+        """The nd-SBP input ``i`` of ``node`` reaches its kernel in (the kernel may take the form that signature
+        needs), or None outside the consistent view."""
+        return None
+
     def splits(self, node, i, dim):
-        """Whether input ``i`` of ``node`` reaches its kernel split along ``dim`` over some devices (the kernel
-        then takes the form that signature needs); never outside the consistent view."""
-        return False
+        """Whether input ``i`` of ``node`` reaches its kernel split along ``dim`` over some devices."""
+        nd = self.input_sbp(node, i)
+        return nd is not None and Split(dim % node.inputs[i].ndim) in nd
+
+    def lay_out(self, tensor, nd_sbp):
+        """Hook for the consistent view: a kernel's own intermediate ``tensor`` laid out as ``nd_sbp``."""
+        return tensor
 
     def arrive(self, blob, tensor, placement):
         """Hook for the consistent view: ``blob``'s tensor moved to ``placement``'s devices ahead of its use."""

@@ -56,11 +56,13 @@ def source_sbp(node, axes, batch=None):
 
 
 class _View:
-    """A Blob as the planner sees it: the fed shape, dtype and planned SBP, and whether dim 0 is the batch."""
-    __slots__ = ("shape", "dtype", "sbp", "ndim", "batched")
+    """A Blob as the planner sees it: the fed shape, dtype and planned SBP, whether dim 0 is the batch and whether
+    it is a variable's value."""
+    __slots__ = ("shape", "dtype", "sbp", "ndim", "batched", "weight")
 
-    def __init__(self, shape, dtype, sbp, batched=False):
-        self.shape, self.dtype, self.sbp, self.ndim, self.batched = shape, dtype, sbp, len(shape), batched
+    def __init__(self, shape, dtype, sbp, batched=False, weight=False):
+        self.shape, self.dtype, self.sbp, self.ndim = shape, dtype, sbp, len(shape)
+        self.batched, self.weight = batched, weight
 
 
 class _Node:
@@ -119,8 +121,8 @@ def _plan(nodes, axes, batch, loss, trainable, source_sbp, supports, rounds, who
                 p.sbp.update({b: (broadcast,) * len(axes) for b in node.outputs})
                 p.wanted.update({(node, i): (broadcast,) * len(axes) for i in range(len(node.inputs))})
                 continue
-            view = _Node(node, [_View(fed(x.shape), x.dtype, p.sbp[x], bool(x.shape) and x.shape[0] is None)
-                                for x in node.inputs])
+            view = _Node(node, [_View(fed(x.shape), x.dtype, p.sbp[x], bool(x.shape) and x.shape[0] is None,
+                                      x.node.op.name == "variable") for x in node.inputs])
             specs = [(fed(b.shape), b.dtype) for b in node.outputs]
             wants = [[p.wanted[c] for c in consumers.get(b, ()) if c in p.wanted] for b in node.outputs]
             sigs = tuple(propagate.signatures(view, specs, axes, wants if round_ else None, supports,

@@ -12,6 +12,7 @@ from . import boxing
 
 LATENCY_BYTES = 4096.0   # what starting one collective costs, in bytes: fewer collectives win ties
 UNSPLIT_BATCH = 1e15     # charged for gathering the batch on the "data" axis: every later op would compute it all
+RESPLIT_WEIGHT = 1e15    # charged for moving a weight's split to another dim (all-to-all) each step
 
 
 def mesh_axes():
@@ -67,16 +68,18 @@ def choose(node, specs, axis_index, n, taken=None, out_wants=None, supports=None
     consumers want (nd-SBPs), the Boxing of the outputs to those.  On the ``data`` axis, a signature that would
     gather a batch split there (a Blob whose dim 0 is the batch, from S(0) to anything else) is the last resort:
     the bytes are few (ids), but every op after it would compute the whole batch on each device, which Boxing
-    costs do not see (ZeRO's split embedding once took a one-hot lookup of the gathered ids so).
+    costs do not see (ZeRO's split embedding once took a one-hot lookup of the gathered ids so).  Likewise a
+    weight is used as its layout rules split it, or gathered whole (ZeRO), never split along another dim each
+    step: an all-to-all of a row-split table to columns looked cheap and led the planner into splitting the hidden
+    dim of everything after it (and DTensor into a step it could not lay out).
     """
     in_sbps = [x.sbp[axis_index] for x in node.inputs]
     best, best_cost = None, boxing.INFEASIBLE
     for sig in _offered(node, supports):
         if not legal(sig, node, specs, n, taken):
             continue
-        c = sum(_cost(cur, want, boxing.nbytes(x.shape, x.dtype), n, whole_partials)
-                + (UNSPLIT_BATCH if axis_name == "data" and cur == Split(0) and want != cur and n > 1
-                   and getattr(x, "batched", False) else 0.0)
+        c = sum(_cost(cur, want, boxing.nbytes(x.shape, x.dtype), n, whole_partials) + _policy(cur, want, x, n,
+                                                                                               axis_name)
                 for cur, want, x in zip(in_sbps, sig.inputs, node.inputs))
         for out, (shape, dtype), wants in zip(sig.outputs, specs, out_wants or ()):
             c += sum(_cost(out, w[axis_index], boxing.nbytes(shape, dtype), n, whole_partials) for w in wants)
@@ -84,6 +87,17 @@ def choose(node, specs, axis_index, n, taken=None, out_wants=None, supports=None
         if c < best_cost:
             best, best_cost = sig, c
     return best, best_cost
+
+
+def _policy(cur, want, x, n, axis_name):
+    """What choose charges beyond bytes for boxing input ``x`` from ``cur`` to ``want`` (see choose)."""
+    if n == 1 or cur == want:
+        return 0.0
+    if axis_name == "data" and cur == Split(0) and getattr(x, "batched", False):
+        return UNSPLIT_BATCH
+    if getattr(x, "weight", False) and isinstance(cur, Split) and isinstance(want, Split):
+        return RESPLIT_WEIGHT
+    return 0.0
 
 
 def inner_bytes(sig, specs, n):

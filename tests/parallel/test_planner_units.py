@@ -110,3 +110,17 @@ def test_the_batch_stays_split_over_data_while_another_signature_serves():
     ids_whole = In((32, 8), B, flow.int32, batched=True)
     on_model, _ = propagate.choose(Probe(embedding.GATHER, [table, ids_whole]), specs, 0, 2, axis_name="model")
     assert on_model == Signature((Split(0), B), (P,), temporary_bytes=on_model.temporary_bytes), on_model
+
+
+def test_a_weight_is_used_as_split_or_gathered_whole_never_split_otherwise():
+    """An all-to-all of a row-split table to a column split is cheaper in bytes than gathering it, but it would
+    split the hidden dim of everything after the lookup; the planner gathers the table instead."""
+    from flowlayers.ops import embedding
+    table = In((64, 512), Split(0))
+    table.weight = True
+    ids = In((32, 64), B, flow.int32, batched=True)
+    chosen, _ = propagate.choose(Probe(embedding.GATHER, [table, ids]), [((32, 64, 512), flow.float32)], 0, 2,
+                                 axis_name="model")
+    assert chosen.inputs[0] in (Split(0), B), chosen
+    table.weight = False            # an activation may be re-split
+    assert propagate._policy(Split(0), Split(1), table, 2, "model") == 0.0

@@ -1,6 +1,8 @@
 """reshape, transpose, concat, gather, one_hot, SBP constraints (identity on values)."""
 import tensorflow as tf
 
+from flowlayers.sbp import Split
+
 from ..dtypes import tf_dtype
 
 
@@ -22,8 +24,14 @@ def concat(node, *xs, ctx):
 
 def gather(node, table, ids, ctx):
     if ctx.splits(node, 0, 0):      # rows split (vocabulary parallel): DTensor refuses a gather from them
-        dims = "abcdefghijklmnopqrstu"[:len(ids.shape)]     # (DTensor's einsum takes no "...")
-        return tf.einsum(f"{dims}v,vw->{dims}w", tf.one_hot(ids, table.shape[0], dtype=table.dtype), table)
+        rank = len(ids.shape)
+        # the one-hot ids split as the ids are, and over the table's rows where those are split: DTensor's own
+        # layout propagation otherwise contradicts the relayouts around the product on some meshes
+        hot_sbp = tuple(Split(rank) if t == Split(0) else i
+                        for t, i in zip(ctx.input_sbp(node, 0), ctx.input_sbp(node, 1)))
+        hot = ctx.lay_out(tf.one_hot(ids, table.shape[0], dtype=table.dtype), hot_sbp)
+        dims = "abcdefghijklmnopqrstu"[:rank]      # (DTensor's einsum takes no "...")
+        return tf.einsum(f"{dims}v,vw->{dims}w", hot, table)
     return tf.gather(table, ids)
 
 
