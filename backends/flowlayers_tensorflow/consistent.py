@@ -32,7 +32,7 @@ from flowlayers.framework.variable import check_rules, live_variables
 from flowlayers.parallel import plan as planner
 from flowlayers.sbp import Split, broadcast, partial_sum
 
-from . import devices, placements
+from . import devices, executable, placements
 from .executable import BaseExecutable
 from .graph_options import step_options
 from .lowering import LoweringContext, micro_batches, run_graph, step_error
@@ -192,6 +192,16 @@ class ConsistentRuntime:
                                                     unique_id=f"flowlayers_block_{next(_block_ids)}",
                                                     in_graph_mode=False)
         return per_device
+
+    def tiling_blocks(self, handle):
+        """Positions (in the variable's mesh order) of blocks that together hold the variable once: those at the
+        first coordinate of every mesh axis that does not split it."""
+        layout = handle.layout
+        names = list(layout.mesh.dim_names)
+        sizes = [layout.mesh.dim_size(a) for a in names]
+        used = set(layout.sharding_specs)
+        return [i for i in range(int(np.prod(sizes)))
+                if all(c == 0 for a, c in zip(names, np.unravel_index(i, sizes)) if a not in used)]
 
     def device_indices(self, mesh):
         """Which of this runtime's devices ``mesh`` holds, in the mesh's order."""
@@ -392,18 +402,31 @@ class ConsistentExecutable(BaseExecutable):
                 self._blocks = self.runtime.device_blocks(self._handles)
                 self._position = {v.path: {i: j for j, i in enumerate(self.runtime.holders(self._handles[v.path]))}
                                   for v in self._written}
+                self._tiling = [self.runtime.tiling_blocks(self._handles[v.path]) for v in self.program.trainable]
             self._updates[batch, update] = self._update_fns[update].get_concrete_function(*args)
         function = self._updates[batch, update]
         function._call_flat(tf.nest.flatten(args), function.captured_inputs)
 
     def _update(self, grads, updates, lr, step, update=True):
         """The optimizer step, outside DTensor: on every device, the rule on the blocks it holds, by the same blocks
-        of the gradients (``grads``, ``updates``: per variable, the blocks of its gradient or new value)."""
+        of the gradients (``grads``, ``updates``: per variable, the blocks of its gradient or new value).  Clipping
+        by norm takes each whole gradient's sum of squares, from blocks that hold it once, each on its device."""
+        norms = None
+        if self._clips_by_norm:
+            holders = [self.runtime.holders(self._handles[v.path]) for v in self.program.trainable]
+            squared = []
+            for blocks, tiling, devices in zip(grads, self._tiling, holders):
+                parts = []
+                for j in tiling:
+                    with tf.device(self.runtime.devices[devices[j]]):
+                        parts.append(executable.squared(blocks[j]))
+                squared.append(tf.add_n(parts) if len(parts) > 1 else parts[0])
+            norms = self._norms(squared)
         for i, device in enumerate(self.runtime.devices):
             held = [self._position[v.path].get(i) for v in self._written]      # its block of each, or None
             pick = [None if j is None else blocks[j] for j, blocks in zip(held, list(grads) + list(updates))]
             with tf.device(device):
-                self._apply_copies(self._blocks[i], pick[:len(grads)], pick[len(grads):], lr, step, update)
+                self._apply_copies(self._blocks[i], pick[:len(grads)], pick[len(grads):], lr, step, update, norms)
 
     def _fused(self, plans, chunks, lr, step):
         """Gradients and update in one DTensor function (only for the test that shows why the step is split)."""
@@ -411,7 +434,8 @@ class ConsistentExecutable(BaseExecutable):
         outs, grads, updates = self._forward(plans, chunks, step)
         grads, updates = ([dtensor.relayout(t, rt.variable_layout(v)) for t, v in zip(values, variables)]
                           for values, variables in ((grads, p.trainable), (updates, [v for v, _ in p.updates])))
-        self._apply_copies(self._handles, grads, updates, tf.cast(lr, tf.float32), step)
+        norms = self._norms([executable.squared(g) for g in grads]) if self._clips_by_norm else None
+        self._apply_copies(self._handles, grads, updates, tf.cast(lr, tf.float32), step, norms=norms)
         return outs
 
 

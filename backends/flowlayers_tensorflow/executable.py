@@ -22,6 +22,9 @@ class TFMath:
     variable instead of five to fifteen, so a deep model's update step traces and compiles several times faster
     (on DTensor each op costs SPMD expansion).  They compute the rules' arithmetic in the same order."""
     sqrt = staticmethod(tf.sqrt)
+    minimum = staticmethod(tf.minimum)
+    maximum = staticmethod(tf.maximum)
+    clip = staticmethod(tf.clip_by_value)
 
     def __init__(self):
         self._constants = {}    # one per value and dtype in the traced step, not one per variable
@@ -103,24 +106,36 @@ class BaseExecutable:
     def _retrace(self):
         raise NotImplementedError
 
-    def _apply_copies(self, copies, grads, updates, lr, step, update=True):
+    def _apply_copies(self, copies, grads, updates, lr, step, update=True, norms=None):
         """The optimizer step of one device (``_apply_fn``, traced once for all) on ``copies``, its variables by
         path: its copies (mirrored view) or the blocks it holds (consistent view).  A variable the device does not
-        hold (placed on other devices) comes as None, with its gradient, and is left to the devices holding it."""
+        hold (placed on other devices) comes as None, with its gradient, and is left to the devices holding it.
+        ``norms``: per variable, the gradient norm its clipping uses (``Optimizer.clipping_norms``)."""
         p = self.program
         self._apply_fn(grads, updates, [copies.get(v.path) for v in p.trainable],
                        [copies.get(k) for k in self._slot_paths], [copies.get(v.path) for v, _ in p.updates], lr, step,
-                       update)
+                       update, norms or [None] * len(p.trainable))
 
-    def _apply(self, grads, updates, trainable, slots, updated, lr, step, update=True):
+    @property
+    def _clips_by_norm(self):
+        opt = self.program.optimizer
+        return bool(opt is not None and opt.clips_by_norm and self.program.trainable)
+
+    def _norms(self, squared):
+        """Per variable, the norm its clipping uses, from each whole gradient's sum of squares (float32)."""
+        return self.program.optimizer.clipping_norms(TFMath(), squared)
+
+    def _apply(self, grads, updates, trainable, slots, updated, lr, step, update=True, norms=()):
         """The optimizer rule on one device's variables, and the state updates; elementwise, so a block of a
-        variable is updated by the same block of its gradient as the whole would be."""
+        variable is updated by the same block of its gradient as the whole would be (clipping by norm takes the
+        whole gradient's norm)."""
         p, slots, xp = self.program, iter(slots), TFMath()
         step = tf.cast(step, tf.float32)
-        for var, handle, grad in zip(p.trainable, trainable, grads):
+        for var, handle, grad, norm in zip(p.trainable, trainable, grads, norms):
             var_slots = [next(slots) for _ in self.slot_vars[var.path]]
             if handle is not None:
-                p.optimizer.apply_gradient(xp, handle, tf.cast(grad, handle.dtype), var_slots, lr, step, update)
+                p.optimizer.apply_gradient(xp, handle, tf.cast(grad, handle.dtype), var_slots, lr, step, update,
+                                           p.optimizer.decays(var), None if norm is None else tf.cast(norm, handle.dtype))
         for handle, value in zip(updated, updates):
             if handle is not None:
                 handle.assign(tf.cast(value, handle.dtype))
@@ -192,7 +207,8 @@ class Executable(BaseExecutable):
             if p.loss is not None or p.updates:
                 # the outputs first: one that reads a variable without feeding a gradient must not see the update
                 with tf.device(device), tf.control_dependencies(results[-1]):
-                    self._apply_copies(copies[i], grads, updates, lr, step, update)
+                    norms = self._norms([squared(g) for g in grads]) if self._clips_by_norm else None
+                    self._apply_copies(copies[i], grads, updates, lr, step, update, norms)     # whole gradients
         return [list(per_output) for per_output in zip(*results)]
 
     def _local(self, feeds, variables, step, replica_id):
@@ -224,6 +240,12 @@ class Executable(BaseExecutable):
         outs = [_summed([tf.reduce_sum(env[b]) for env in envs]) if mode == "sum" else envs[0][b]
                 for b, mode in zip(p.outputs, p.output_modes)]
         return size, grads, updates, outs + watched
+
+
+def squared(g):
+    """A gradient's (or a block's) sum of squares, in float32."""
+    g = tf.cast(g, tf.float32)
+    return tf.reduce_sum(g * g)
 
 
 def _summed(parts):

@@ -1,4 +1,8 @@
-"""Optimizer base: learning rate (number, schedule or callable), step counter, slot variables."""
+"""Optimizer base: learning rate (number, schedule or callable), step counter, slot variables, and what Keras 3
+does to every gradient before the rule: clipping (``clipnorm``, ``global_clipnorm`` or ``clipvalue``) and
+decoupled weight decay (``weight_decay``, minus ``exclude_from_weight_decay``)."""
+import re
+
 from ..errors import ConfigError
 from ..framework.variable import Variable
 from ..initializers import Zeros
@@ -21,15 +25,24 @@ class Optimizer:
             raise ConfigError(f"{type(self).__name__}: unexpected keyword argument(s) {sorted(kwargs)}; check the "
                               f"spelling against Keras' {type(self).__name__} arguments")
         for what, value in (("clipnorm", clipnorm), ("clipvalue", clipvalue), ("global_clipnorm", global_clipnorm)):
-            if value is not None:
-                raise ConfigError(f"{type(self).__name__}: {what}={value!r} is not supported yet (gradient clipping "
-                                  f"is not implemented in any view); expected None: leave {what} out")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+                raise ConfigError(f"{type(self).__name__}: {what} expected None or a number >= 0, received {value!r}; "
+                                  f"pass a bound, or None for no clipping")
+        if sum(v is not None for v in (clipnorm, clipvalue, global_clipnorm)) > 1:
+            raise ConfigError(f"{type(self).__name__}: expected only one of clipnorm, clipvalue and global_clipnorm, "
+                              f"received clipnorm={clipnorm}, clipvalue={clipvalue}, global_clipnorm={global_clipnorm}; keep one")
+        if gradient_accumulation_steps is not None and (clipnorm or global_clipnorm):
+            raise ConfigError(f"{type(self).__name__}: clipping by norm (clipnorm, global_clipnorm) together with "
+                              f"gradient_accumulation_steps is not supported yet (the norm would be of the "
+                              f"accumulated mean); expected one of them, or clipvalue")
         if gradient_accumulation_steps is not None and (isinstance(gradient_accumulation_steps, bool) or not isinstance(
                 gradient_accumulation_steps, int) or gradient_accumulation_steps < 2):
             raise ConfigError(f"{type(self).__name__}: gradient_accumulation_steps expected None or an int >= 2, "
                               f"received {gradient_accumulation_steps!r}")
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
+        self.clipnorm, self.clipvalue, self.global_clipnorm = clipnorm, clipvalue, global_clipnorm
+        self._excluded_paths, self._excluded_names = set(), None     # exclude_from_weight_decay
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.name = name or type(self).__name__.lower()
         self.iterations = 0   # steps applied so far; the step counter saved in checkpoints
@@ -51,21 +64,81 @@ class Optimizer:
         ``gradient_accumulation_steps``-th (Keras 3's rule)."""
         return not self.gradient_accumulation_steps or step % self.gradient_accumulation_steps == 0
 
-    def apply_gradient(self, xp, var, grad, slots, lr, step, update=True):
-        """One step's gradient for ``var``: the rule applied to it; with ``gradient_accumulation_steps`` K, added
-        to the accumulator, and on every K-th step (``update``) the rule applied to the mean of the last K
-        gradients and the accumulator cleared, as Keras 3 does: the rule sees the count of updates (``step / K``,
-        exact: ``step`` is a multiple of K there) as its step, as Keras' ``iterations`` counts them."""
-        if not self.gradient_accumulation_steps:
-            self.update(xp, var, grad, slots, lr, step)
-            return
-        *rule_slots, accumulated = slots
-        if not update:
-            xp.assign(accumulated, accumulated + grad)
-            return
-        k = self.gradient_accumulation_steps
-        self.update(xp, var, (grad + accumulated) * (1.0 / k), rule_slots, lr, step / k)
-        xp.assign(accumulated, accumulated * 0.0)
+    def apply_gradient(self, xp, var, grad, slots, lr, step, update=True, decays=True, norm=None):
+        """One step's gradient for ``var``: clipped, ``var`` decayed (``decays``: unless excluded), then the rule;
+        with ``gradient_accumulation_steps`` K, added to the accumulator, and on every K-th step (``update``) all
+        that done with the mean of the last K gradients and the accumulator cleared, as Keras 3 does: the rule
+        sees the count of updates (``step / K``, exact: ``step`` is a multiple of K there) as its step, as Keras'
+        ``iterations`` counts them.  ``norm``: the L2 norm the clipping uses (``clip``)."""
+        if self.gradient_accumulation_steps:
+            *slots, accumulated = slots
+            if not update:
+                xp.assign(accumulated, accumulated + grad)
+                return
+            k = self.gradient_accumulation_steps
+            grad, step = (grad + accumulated) * (1.0 / k), step / k
+            xp.assign(accumulated, accumulated * 0.0)
+        grad = self.clip(xp, grad, norm)
+        if decays:
+            self.decay(xp, var, lr)
+        self.update(xp, var, grad, slots, lr, step)
+
+    # Clipping and weight decay, before the rule ------------------------------
+    @property
+    def clips_by_norm(self):
+        """Whether clipping needs gradient norms: each variable's (``clipnorm``) or all together's."""
+        return bool(self.clipnorm or self.global_clipnorm)
+
+    def clipping_norms(self, xp, squared):
+        """Per variable, the norm ``clip`` uses, from each gradient's sum of squares (over the whole gradient,
+        however it is split): its own (``clipnorm``), or the global norm (``global_clipnorm``)."""
+        if self.clipnorm:
+            return [xp.sqrt(s) for s in squared]
+        if self.global_clipnorm:
+            total = squared[0]
+            for s in squared[1:]:
+                total = total + s
+            return [xp.sqrt(total)] * len(squared)
+        return [None] * len(squared)
+
+    def clip(self, xp, grad, norm):
+        """Keras 3's clipping of one gradient: ``g * c / max(|g|, c)`` (``clipnorm``), ``g * c * min(1/n, 1/c)``
+        with ``n`` the global norm (``global_clipnorm``; NaN if it is not finite), or into ``[-c, c]``."""
+        if self.clipnorm:
+            return grad * self.clipnorm / xp.maximum(norm, self.clipnorm)
+        if self.global_clipnorm:
+            c = self.global_clipnorm
+            return grad * (c * xp.minimum(1.0 / norm, 1.0 / c) + (norm - norm))
+        if self.clipvalue:
+            return xp.clip(grad, -self.clipvalue, self.clipvalue)
+        return grad
+
+    def exclude_from_weight_decay(self, var_list=None, var_names=None):
+        """Keras': no weight decay for the variables in ``var_list``, nor for those whose name (the last part of
+        the path: ``"bias"``) any of ``var_names`` finds (``re.search``).  Before the optimizer's first step."""
+        if self.iterations or self._slot_variables:
+            raise ConfigError(f"{type(self).__name__}.exclude_from_weight_decay: expected before the optimizer's "
+                              f"first step (Keras: before it is built), received it after; call it right after "
+                              f"making the optimizer")
+        paths = []
+        for v in var_list or ():
+            if not hasattr(v, "path"):
+                raise ConfigError(f"{type(self).__name__}.exclude_from_weight_decay: var_list expected variables "
+                                  f"(model.weights), received {v!r}")
+            paths.append(v.path)
+        names = list(var_names or ())
+        for name in names:
+            if not isinstance(name, str):
+                raise ConfigError(f"{type(self).__name__}.exclude_from_weight_decay: var_names expected strings, "
+                                  f"received {name!r}")
+        self._excluded_paths = set(paths)
+        self._excluded_names = re.compile("|".join(names)) if names else None
+
+    def decays(self, var):
+        """Whether ``var`` (a Variable) takes weight decay."""
+        if not self.weight_decay or var.path in self._excluded_paths:
+            return False
+        return self._excluded_names is None or self._excluded_names.search(var.path.split("/")[-1]) is None
 
     def current_learning_rate(self):
         """The rate for the next step, from a float or a schedule called with the step."""
@@ -93,6 +166,7 @@ class Optimizer:
 
     def get_config(self):
         return {"name": self.name, "learning_rate": self.learning_rate, "weight_decay": self.weight_decay,
+                "clipnorm": self.clipnorm, "clipvalue": self.clipvalue, "global_clipnorm": self.global_clipnorm,
                 "gradient_accumulation_steps": self.gradient_accumulation_steps}
 
     def __repr__(self):

@@ -1,7 +1,7 @@
 """Update rules (Keras 3's arithmetic).  ``xp.assign(v, value)`` writes; ``xp.sqrt`` is the only math.
 
-Every rule starts with Keras 3's decoupled weight decay when ``weight_decay`` is set: ``v -= v * weight_decay * lr``
-(``Optimizer.decay``).
+Before a rule, ``Optimizer.apply_gradient`` clips the gradient and applies Keras 3's decoupled weight decay when
+``weight_decay`` is set: ``v -= v * weight_decay * lr`` (``Optimizer.decay``).
 
 A namespace may also offer its engine's kernel for a whole rule, the same arithmetic as one op per variable
 (``xp.apply_sgd``, ``xp.apply_adam``; see ``Optimizer.update``); a rule takes it when offered.
@@ -21,7 +21,6 @@ class SGD(Optimizer):
         self.slot_names = ("momentum",) if momentum else ()
 
     def update(self, xp, var, grad, slots, lr, step):
-        self.decay(xp, var, lr)
         if hasattr(xp, "apply_sgd"):
             xp.apply_sgd(var, grad, slots[0] if slots else None, lr, self.momentum, self.nesterov)
             return
@@ -46,7 +45,6 @@ class Adam(Optimizer):
 
     def update(self, xp, var, grad, slots, lr, step):
         m, v = slots
-        self.decay(xp, var, lr)
         if hasattr(xp, "apply_adam"):
             xp.apply_adam(var, m, v, grad, lr, step, self.beta_1, self.beta_2, self.epsilon)
             return
@@ -82,7 +80,6 @@ class RMSprop(Optimizer):
                                                                                else ())
 
     def update(self, xp, var, grad, slots, lr, step):
-        self.decay(xp, var, lr)
         slots = dict(zip(self.slot_names, slots))
         s = slots["velocity"]
         s_new = self.rho * s + (1.0 - self.rho) * (grad * grad)

@@ -37,7 +37,27 @@ RULES = {
                         lambda: keras.optimizers.RMSprop(0.01, rho=0.5, epsilon=0.05)),
     "rmsprop-momentum-centered": (lambda: flow.optimizers.RMSprop(0.01, momentum=0.8, centered=True),
                                   lambda: keras.optimizers.RMSprop(0.01, momentum=0.8, centered=True)),
+    # what Keras 3 does to every gradient first: clipping (each bound below what these gradients reach), decay
+    "momentum-clipnorm": (lambda: flow.optimizers.SGD(0.1, momentum=0.9, clipnorm=0.1),
+                          lambda: keras.optimizers.SGD(0.1, momentum=0.9, clipnorm=0.1)),
+    "momentum-global-clipnorm": (lambda: flow.optimizers.SGD(0.1, momentum=0.9, global_clipnorm=0.2),
+                                 lambda: keras.optimizers.SGD(0.1, momentum=0.9, global_clipnorm=0.2)),
+    "momentum-clipvalue-decay": (lambda: flow.optimizers.SGD(0.1, momentum=0.9, clipvalue=0.02, weight_decay=0.3),
+                                 lambda: keras.optimizers.SGD(0.1, momentum=0.9, clipvalue=0.02, weight_decay=0.3)),
+    "adam-clipnorm-decay": (lambda: flow.optimizers.Adam(0.01, clipnorm=0.1, weight_decay=0.3),
+                            lambda: keras.optimizers.Adam(0.01, clipnorm=0.1, weight_decay=0.3)),
+    "adam-global-clipnorm": (lambda: flow.optimizers.Adam(0.01, global_clipnorm=0.2),
+                             lambda: keras.optimizers.Adam(0.01, global_clipnorm=0.2)),
+    "adam-clipvalue": (lambda: flow.optimizers.Adam(0.01, clipvalue=0.02),
+                       lambda: keras.optimizers.Adam(0.01, clipvalue=0.02)),
+    "adamw-excluding-biases": (lambda: excluding_biases(flow.optimizers.AdamW(0.01, weight_decay=0.5)),
+                               lambda: excluding_biases(keras.optimizers.AdamW(0.01, weight_decay=0.5))),
 }
+
+
+def excluding_biases(optimizer):
+    optimizer.exclude_from_weight_decay(var_names=["bias"])
+    return optimizer
 PLACES = {"one-device": ("mirrored", 1, {}), "mirrored2": ("mirrored", 2, {}), "consistent2": ("consistent", 2, {}),
           "consistent2x2-model-split": ("consistent", (2, 2), {"hidden/kernel$": (None, "model"),
                                                                 "out/kernel$": ("model", None)})}
