@@ -79,7 +79,7 @@ TARGETS = {
     "flowlayers/parallel/presets.py": [T + "parallel/test_gpt_parallel.py", T + "parallel/test_attention_parallel.py"],
     "backends/flowlayers_tensorflow/recompute.py": [T + "parallel/test_recompute.py"],
     "backends/flowlayers_tensorflow/lowering.py": [T + "parallel/test_recompute.py", T + "parallel/test_gpt_parallel.py",
-                                                   T + "test_user_errors.py"],
+                                                   T + "test_user_errors.py", T + "parallel/test_replicas_and_rules.py"],
     "flowlayers/ops/embedding.py": [T + "parallel/test_signatures.py", T + "parallel/test_gpt_parallel.py"],
 }
 

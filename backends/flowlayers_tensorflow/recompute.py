@@ -12,6 +12,9 @@ import tensorflow as tf
 from tensorflow.python.eager import record
 
 
+AFTER_GRADIENT = "recompute_after_gradient"     # the name scope of the dependency (tests find it)
+
+
 def recomputed(fn):
     @tf.custom_gradient
     def segment(*inputs):
@@ -23,11 +26,13 @@ def recomputed(fn):
             if not floats:
                 return [tf.zeros_like(x) if x.dtype.is_floating else None for x in inputs]
             upstream = [tf.zeros_like(outputs[i]) if upstream[i] is None else upstream[i] for i in floats]
-            top = tf.reduce_max(upstream[0])
-            # zero once the gradient exists (NaN if it is: no constant, which DTensor would put on the default mesh)
-            after = tf.where(tf.equal(top, top), tf.zeros_like(top), top)
-            with tf.GradientTape() as tape:
+            with tf.name_scope(AFTER_GRADIENT):
+                top = tf.reduce_max(upstream[0])
+                # zero once the gradient exists (NaN if it is: no constant, which DTensor would put on the default
+                # mesh)
+                after = tf.where(tf.equal(top, top), tf.zeros_like(top), top)
                 again = [x + tf.cast(after, x.dtype) if x.dtype.is_floating else tf.identity(x) for x in inputs]
+            with tf.GradientTape() as tape:
                 tape.watch([x for x in again if x.dtype.is_floating])
                 recomputed_outputs = fn(*again)
             grads = tape.gradient([recomputed_outputs[i] for i in floats], again, output_gradients=upstream,

@@ -129,3 +129,18 @@ def test_rule_trains_to_keras_weights(rule, place):
         diff = max(float(np.abs(g - w).max()) for g, w in zip(got, want))
         assert diff < TOLERANCE, f"{rule} in {place}: weights {diff:.2e} from Keras 3's after {sum(STEPS[:part + 1])} " \
                                  f"step(s)"
+
+
+def test_exclusion_from_weight_decay_comes_before_the_optimizer_is_built():
+    """As in Keras: once the optimizer has its slots (here made by planning the step, before any step ran), the
+    exclusion is refused, and the optimizer is left as it was."""
+    flow.config.set_view("mirrored")
+    flow.config.gpu_device_num(1)
+    optimizer = flow.optimizers.AdamW(0.01)
+    model = flow_model(optimizer)
+    model.parallel_plan(batch_size=BATCH)
+    assert optimizer.iterations == 0
+    with pytest.raises(flow.ConfigError, match=r"AdamW.exclude_from_weight_decay: expected before the optimizer's "
+                                               r"first step \(Keras: before it is built\)"):
+        optimizer.exclude_from_weight_decay(var_names=["bias"])
+    assert all(optimizer.decays(w) for w in model.trainable_weights)

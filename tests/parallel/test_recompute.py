@@ -13,6 +13,7 @@ import flowlayers as flow
 import places
 from flowlayers import layers as L
 from flowlayers.framework import graph
+from flowlayers_tensorflow.recompute import AFTER_GRADIENT
 
 SPEC = importlib.util.spec_from_file_location(
     "char_gpt", Path(__file__).resolve().parents[2] / "tutorials" / "07_char_gpt.py")
@@ -79,14 +80,29 @@ def test_dropout_masks_batch_statistics_and_integer_inputs_survive_recomputation
     assert not np.allclose(kept.get_weights()[-4], 0.0)      # BatchNorm's moving mean was updated
 
 
-def test_the_backward_pass_computes_each_segment_again():
-    """Each block's attention softmax appears once in the step without recomputation, twice with it."""
-    counts = []
+def test_the_backward_pass_computes_each_segment_again_after_the_gradient_arrives():
+    """Each block's attention softmax appears once in the step without recomputation, twice with it; the second
+    reads the incoming gradient (a data dependency: without it the engine may merge the two passes and keep every
+    activation, as a control dependency let it)."""
+    counts, after_gradient = [], []
     for recompute in (False, True):
         model, _ = train_gpt("consistent 2x2, tensor parallel", recompute)
         graphs = model._executable("train")._traced_graphs()
-        counts.append(sum(op.type == "Softmax" for g in graphs for op in g.get_operations()))
-    assert counts == [2, 4], counts
+        softmaxes = [op for g in graphs for op in g.get_operations() if op.type == "Softmax"]
+        counts.append(len(softmaxes))
+        after_gradient.append(sum(any(AFTER_GRADIENT in a.name and a.type == "Max" for a in ancestors(op))
+                                  for op in softmaxes))
+    assert counts == [2, 4] and after_gradient == [0, 2], (counts, after_gradient)
+
+
+def ancestors(op):
+    seen, stack = set(), [op]
+    while stack:
+        for x in stack.pop().inputs:
+            if x.op not in seen:
+                seen.add(x.op)
+                stack.append(x.op)
+    return seen
 
 
 def test_a_scope_inside_another_joins_it_and_prediction_is_unchanged():
