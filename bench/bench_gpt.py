@@ -9,22 +9,16 @@ gains on GPUs; ratios are against one device in the same run.
 """
 import argparse
 import datetime
-import importlib.util
 import os
 import platform
-import time
 
 os.environ.setdefault("FLOWLAYERS_CPU_DEVICES", "4")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import numpy as np  # noqa: E402
 
 import flowlayers as flow  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SPEC = importlib.util.spec_from_file_location("char_gpt", os.path.join(HERE, "..", "tutorials", "07_char_gpt.py"))
-char_gpt = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(char_gpt)
+from gpt_setup import HERE, add_size_arguments, batch, char_gpt, timed_steps  # noqa: E402
 
 
 def configurations(model):
@@ -58,35 +52,20 @@ def build(args, devices, mesh, rules):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--width", type=int, default=128)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--blocks", type=int, default=4)
-    parser.add_argument("--seq", type=int, default=64)
-    parser.add_argument("--vocab", type=int, default=96)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=8)
+    add_size_arguments(parser)
     parser.add_argument("--out", default=os.path.join(HERE, "RESULTS_gpt.md"))
     args = parser.parse_args()
 
-    rng = np.random.default_rng(0)
-    x = rng.integers(0, args.vocab, (args.batch, args.seq)).astype(np.int32)
-    feeds = [x, np.broadcast_to(np.arange(args.seq, dtype=np.int32), x.shape)]
-    y = np.roll(x, -1, axis=1)
+    feeds, y = batch(args)
     rows = []
     base_model = build(args, 1, {}, dict)
     for name, devices, mesh, rules in configurations(base_model):
         model = build(args, devices, mesh, rules)
         plan = model.parallel_plan(batch_size=args.batch)
-        for _ in range(2):
-            model.train_on_batch(feeds, y)
-        times = []
-        for _ in range(args.steps):
-            start = time.perf_counter()
-            model.train_on_batch(feeds, y)
-            times.append(time.perf_counter() - start)
+        step, _ = timed_steps(model, feeds, y, args.steps)
         sizes = dict(plan.axes)       # a "collective" over an axis of one device moves nothing: not counted
         collectives = sum(1 for b in plan.boxing for axis, _ in b.collectives if sizes.get(axis, 2) > 1)
-        rows.append((name, devices, plan.bytes_per_device, plan.logical_bytes, args.batch / float(np.median(times)),
+        rows.append((name, devices, plan.bytes_per_device, plan.logical_bytes, args.batch / step,
                      collectives))
         print(rows[-1], flush=True)
     base_bytes, base_rate = rows[0][2], rows[0][4]

@@ -171,15 +171,12 @@ def timed(fn):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for flag, default in (("width", 128), ("heads", 4), ("blocks", 4), ("seq", 64), ("vocab", 96), ("batch", 16),
-                          ("steps", 8)):
-        parser.add_argument(f"--{flag}", type=int, default=default)
+    bench_gpt.add_size_arguments(parser)
     parser.add_argument("--out", default=os.path.join(HERE, "RESULTS_gpt_dtensor.md"))
     args = parser.parse_args()
 
-    rng = np.random.default_rng(0)
-    ids = rng.integers(0, args.vocab, (args.batch, args.seq)).astype(np.int32)
-    feeds, labels = [ids, np.broadcast_to(np.arange(args.seq, dtype=np.int32), ids.shape)], np.roll(ids, -1, axis=1)
+    feeds, labels = bench_gpt.batch(args)
+    ids = feeds[0]
 
     def pair(sizes):
         model = bench_gpt.build(args, *flow_mesh_args(sizes))

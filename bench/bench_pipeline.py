@@ -13,26 +13,19 @@ own overhead.
 """
 import argparse
 import datetime
-import importlib.util
 import os
 import platform
-import time
 
 os.environ.setdefault("FLOWLAYERS_CPU_DEVICES", "2")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 tf.config.threading.set_intra_op_parallelism_threads(1)    # one core per logical device
 tf.config.threading.set_inter_op_parallelism_threads(2)
 
 import flowlayers as flow  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-SPEC = importlib.util.spec_from_file_location("char_gpt", os.path.join(HERE, "..", "tutorials", "07_char_gpt.py"))
-char_gpt = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(char_gpt)
+from gpt_setup import HERE, add_size_arguments, batch, char_gpt, timed_steps  # noqa: E402
 
 
 def step_time(args, devices, stages, micro_batches, feeds, y):
@@ -40,31 +33,19 @@ def step_time(args, devices, stages, micro_batches, feeds, y):
     flow.config.gpu_device_num(devices)
     flow.clear_session()
     flow.config.set_seed(0)
-    model = char_gpt.gpt(96, args.seq, width=args.width, heads=4, blocks=args.blocks, stages=stages)
+    model = char_gpt.gpt(args.vocab, args.seq, width=args.width, heads=args.heads, blocks=args.blocks,
+                         stages=stages)
     model.compile(flow.optimizers.Adam(1e-3), flow.losses.SparseCategoricalCrossentropy(from_logits=True),
                   micro_batches=micro_batches)
-    for _ in range(2):
-        model.train_on_batch(feeds, y)
-    times = []
-    for _ in range(args.steps):
-        start = time.perf_counter()
-        model.train_on_batch(feeds, y)
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    return timed_steps(model, feeds, y, args.steps)[0]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--width", type=int, default=256)
-    parser.add_argument("--blocks", type=int, default=4)
-    parser.add_argument("--seq", type=int, default=64)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=6)
+    add_size_arguments(parser, width=256, batch=32, steps=6)
     parser.add_argument("--out", default=os.path.join(HERE, "RESULTS_pipeline.md"))
     args = parser.parse_args()
-    rng = np.random.default_rng(0)
-    x = rng.integers(0, 96, (args.batch, args.seq)).astype(np.int32)
-    feeds, y = [x, np.broadcast_to(np.arange(args.seq, dtype=np.int32), x.shape)], np.roll(x, -1, axis=1)
+    feeds, y = batch(args)
     work = step_time(args, 1, 1, 1, feeds, y)
     rows = []
     for m in (1, 2, 4, 8):

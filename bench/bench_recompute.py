@@ -16,48 +16,36 @@ import platform
 import resource
 import subprocess
 import sys
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from gpt_setup import HERE, add_size_arguments
+
 CONFIGURATIONS = [("one device", 1, {}), ("data=2", 2, {"data": 2})]
 
 
 def child(args):
     os.environ["FLOWLAYERS_CPU_DEVICES"] = str(args.devices)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    import importlib.util
-
-    import numpy as np
     import flowlayers as flow
-
-    spec = importlib.util.spec_from_file_location("char_gpt", os.path.join(HERE, "..", "tutorials", "07_char_gpt.py"))
-    char_gpt = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(char_gpt)
+    from gpt_setup import batch, char_gpt, timed_steps
     flow.config.set_view("consistent")
     flow.config.gpu_device_num(args.devices)
     flow.config.set_mesh(**json.loads(args.mesh))
     flow.config.set_seed(0)
-    model = char_gpt.gpt(96, args.seq, width=args.width, heads=4, blocks=args.blocks, recompute=args.recompute)
+    model = char_gpt.gpt(args.vocab, args.seq, width=args.width, heads=args.heads, blocks=args.blocks,
+                         recompute=args.recompute)
     model.compile(flow.optimizers.Adam(1e-3), flow.losses.SparseCategoricalCrossentropy(from_logits=True))
-    rng = np.random.default_rng(0)
-    x = rng.integers(0, 96, (args.batch, args.seq)).astype(np.int32)
-    feeds = [x, np.broadcast_to(np.arange(args.seq, dtype=np.int32), x.shape)]
+    feeds, labels = batch(args)
     model.predict_on_batch(feeds)           # variables made, one forward program compiled
     built = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    losses = [float(model.train_on_batch(feeds, np.roll(x, -1, axis=1))) for _ in range(2)]
-    times = []
-    for _ in range(args.steps):
-        start = time.perf_counter()
-        losses.append(float(model.train_on_batch(feeds, np.roll(x, -1, axis=1))))
-        times.append(time.perf_counter() - start)
+    step, losses = timed_steps(model, feeds, labels, args.steps)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"trained_mb": (peak - built) / 1024, "step_s": float(np.median(times)), "losses": losses}))
+    print(json.dumps({"trained_mb": (peak - built) / 1024, "step_s": step, "losses": losses}))
 
 
 def run(args, devices, mesh, recompute):
-    cmd = [sys.executable, __file__, "--child", "--devices", str(devices), "--mesh", json.dumps(mesh),
-           "--width", str(args.width), "--blocks", str(args.blocks), "--seq", str(args.seq),
-           "--batch", str(args.batch), "--steps", str(args.steps)] + (["--recompute"] if recompute else [])
+    sizes = [f"--{k}={getattr(args, k)}" for k in ("width", "heads", "blocks", "seq", "vocab", "batch", "steps")]
+    cmd = [sys.executable, __file__, "--child", "--devices", str(devices), "--mesh", json.dumps(mesh), *sizes] + (
+        ["--recompute"] if recompute else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -68,11 +56,7 @@ def main():
     parser.add_argument("--devices", type=int, default=1)
     parser.add_argument("--mesh", default="{}")
     parser.add_argument("--recompute", action="store_true")
-    parser.add_argument("--width", type=int, default=256)
-    parser.add_argument("--blocks", type=int, default=8)
-    parser.add_argument("--seq", type=int, default=256)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=3)
+    add_size_arguments(parser, width=256, blocks=8, seq=256, batch=32, steps=3)
     parser.add_argument("--out", default=os.path.join(HERE, "RESULTS_recompute.md"))
     args = parser.parse_args()
     if args.child:

@@ -14,7 +14,6 @@ class Backend:
     name = "tensorflow"
     #: capabilities, declared rather than discovered
     views = ("consistent", "mirrored")
-    supports_jit = True
 
     def runtime(self, view, device_num, mesh):
         if view == "consistent" and device_num > 1:

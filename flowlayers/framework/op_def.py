@@ -40,5 +40,4 @@ class OpDef:
     name: str
     infer: Callable
     signatures: Callable
-    stateful: bool = False          # needs the step's phase/seed (dropout, batch_norm)
     doc: str = field(default="", compare=False)

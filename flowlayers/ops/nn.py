@@ -94,8 +94,7 @@ def _infer_dropout(inputs, attrs):
     return [(inputs[0].shape, inputs[0].dtype)]
 
 
-DROPOUT = OpDef("dropout", _infer_dropout, lambda inputs, attrs: rules.pointwise(inputs, inputs[0].shape),
-                stateful=True)
+DROPOUT = OpDef("dropout", _infer_dropout, lambda inputs, attrs: rules.pointwise(inputs, inputs[0].shape))
 
 
 def dropout(x, rate, training=True, name=None, seed=None):

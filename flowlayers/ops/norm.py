@@ -29,7 +29,7 @@ def _batch_norm_signatures(inputs, attrs):
     return sigs + [Signature((B,) * len(inputs), (B, B, B))]
 
 
-BATCH_NORM = OpDef("batch_norm", _infer_batch_norm, _batch_norm_signatures, stateful=True)
+BATCH_NORM = OpDef("batch_norm", _infer_batch_norm, _batch_norm_signatures)
 
 
 def batch_norm(x, gamma, beta, moving_mean, moving_variance, axis, momentum=0.99, epsilon=1e-3,
