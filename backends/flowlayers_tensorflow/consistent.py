@@ -35,7 +35,7 @@ from flowlayers.sbp import Split, broadcast, partial_sum
 from . import devices, executable, placements
 from .executable import BaseExecutable
 from .graph_options import step_options
-from .lowering import LoweringContext, micro_batches, run_graph, step_error
+from .lowering import LoweringContext, run_graph, step_error
 from .runtime import PACK_BYTES
 from .variables import SharedConstants, draw
 
@@ -300,7 +300,7 @@ class ConsistentExecutable(BaseExecutable):
     def __call__(self, feeds, lr=0.0, step=1):
         p, rt = self.program, self.runtime
         self._current_handles()
-        chunks = micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
+        chunks = _micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
         batch = tuple(len(c[0]) if c and np.ndim(c[0]) else None for c in chunks)     # the micro-batches' sizes
         plans, forward, fused = self._functions(batch)
         placed = [[rt.place(f, plan.sbp[x]) for f, x in zip(chunk, p.inputs)] for chunk, plan in zip(chunks, plans)]
@@ -451,6 +451,15 @@ def all_reduce_grouping(group_size):
         yield
     finally:
         del os.environ[GROUP_SIZE]
+
+
+def _micro_batches(feeds, n):
+    """Host feeds -> ``n`` lists of feeds, each a run of consecutive rows (sizes differ by one at most); a batch of
+    fewer rows runs as one micro-batch per row (the sum of the gradients is the same)."""
+    if n == 1 or not feeds or not np.ndim(feeds[0]):
+        return [list(feeds)]
+    n = min(n, len(feeds[0]))
+    return [list(chunk) for chunk in zip(*[np.array_split(np.asarray(f), n) for f in feeds])]
 
 
 def _moved(tensor, runtime, source, target):

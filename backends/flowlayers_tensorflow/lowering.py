@@ -7,7 +7,6 @@ import contextlib
 import hashlib
 import re
 
-import numpy as np
 import tensorflow as tf
 
 from flowlayers.errors import EngineError, FlowLayersError
@@ -75,15 +74,6 @@ class LoweringContext:
     def kernel_scope(self, node):
         """Hook for the consistent view: where ``node``'s kernel makes its tensors (its placement's mesh)."""
         return contextlib.nullcontext()
-
-
-def micro_batches(feeds, n):
-    """Host feeds -> ``n`` lists of feeds, each a run of consecutive rows (sizes differ by one at most); a batch of
-    fewer rows runs as one micro-batch per row (the sum of the gradients is the same)."""
-    if n == 1 or not feeds or not np.ndim(feeds[0]):
-        return [list(feeds)]
-    n = min(n, len(feeds[0]))
-    return [list(chunk) for chunk in zip(*[np.array_split(np.asarray(f), n) for f in feeds])]
 
 
 def run_graph(nodes, env, handles, ctx, keep=()):
