@@ -117,9 +117,9 @@ def _run_segment(nodes, env, handles, ctx, used_after):
 
 
 def _run_node(node, env, handles, ctx):
-    if node.op.name == "placeholder":
+    if node.op.kind == "placeholder":
         return
-    if node.op.name == "variable":
+    if node.op.kind == "variable":
         env[node.outputs[0]] = ctx.variable(handles[node.attrs["variable"].path])
         return
     kernel = KERNELS.get(node.op.name)

@@ -59,7 +59,7 @@ def check_mirrored(program):
     """The mirrored view has no placements on some devices: a node built under one is refused by name."""
     placed = next((n for n in program.nodes if n.placement is not None), None)
     if placed is not None:
-        what = f"variable {placed.name!r}" if placed.op.name == "variable" else f"op {placed.name!r}"
+        what = f"variable {placed.name!r}" if placed.op.kind == "variable" else f"op {placed.name!r}"
         raise ConfigError(f"{what} of {program.name!r} was built under flow.scope.placement on "
                           f"{_where(placed.placement)}: expected the consistent view, which places it there; the "
                           f"mirrored view keeps a whole replica of the model on every device, so build the model "

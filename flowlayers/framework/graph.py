@@ -97,10 +97,10 @@ def apply(op, inputs, attrs=None, name=None):
     except FlowLayersError as e:
         who = f"layer {layer.name!r}" if layer else f"op {name!r}"
         raise type(e)(f"{who}: {e}") from None
-    placement = attrs["variable"].placement if op.name == "variable" else \
-        None if op.name == "placeholder" else current_placement()       # inputs are fed to every device
-    source = op.name in ("variable", "placeholder")
-    node = Node(op, inputs, attrs, name, layer, placement, None if source else current_recompute())
+    placement = attrs["variable"].placement if op.kind == "variable" else \
+        None if op.kind == "placeholder" else current_placement()       # inputs are fed to every device
+    fed_or_held = op.kind in ("variable", "placeholder")
+    node = Node(op, inputs, attrs, name, layer, placement, None if fed_or_held else current_recompute())
     out_sbps = propagate.infer_sbp(node, specs)
     node.outputs = tuple(Blob(node, i, s, d, sbp) for i, ((s, d), sbp) in enumerate(zip(specs, out_sbps)))
     return node.outputs[0] if len(node.outputs) == 1 else node.outputs

@@ -36,8 +36,25 @@ class OpDef:
     ``inputs`` are Blobs (read ``.shape`` and ``.dtype`` only).  ``infer``
     raises a ShapeError/DTypeError whose message names what was received;
     the graph builder prefixes it with the layer or op name.
+
+    ``kind``: what the op is to the planner and the engines, never told apart by name: ``"compute"`` (a kernel
+    computes it), a source (``"placeholder"``: fed each step; ``"variable"``: read from the engine's state;
+    ``"constant"``), or ``"constraint"`` (identity on values, pins an SBP: ``Blob.with_sbp``).
     """
     name: str
     infer: Callable
     signatures: Callable
+    kind: str = "compute"
     doc: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"OpDef {self.name!r}: kind expected one of {KINDS}, received {self.kind!r}")
+
+    @property
+    def is_source(self):
+        """Whether it takes no inputs and starts the graph: a placeholder, a variable or a constant."""
+        return self.kind in ("placeholder", "variable", "constant")
+
+
+KINDS = ("compute", "placeholder", "variable", "constant", "constraint")

@@ -43,10 +43,10 @@ class Program:
         roots = list(self.outputs) + ([self.loss] if self.loss is not None else [])
         self.nodes = topo_sort(roots + list(self.inputs))     # an input no output reads is still fed
         for node in self.nodes:
-            if node.op.name == "placeholder" and not any(node is x.node for x in self.inputs):
+            if node.op.kind == "placeholder" and not any(node is x.node for x in self.inputs):
                 raise GraphError(f"placeholder {node.name!r} is needed by the outputs but is not an input of "
                                  f"{self.name!r}; pass it in inputs=[...]")
-        self.variables = _unique(n.attrs["variable"] for n in self.nodes if n.op.name == "variable")
+        self.variables = _unique(n.attrs["variable"] for n in self.nodes if n.op.kind == "variable")
         self.updates = [(var, node.outputs[i]) for node in self.nodes if self.phase == "train"
                         for i, var in node.attrs.get("updates", {}).items()
                         if node.attrs.get("training") in (None, True)]

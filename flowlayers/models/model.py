@@ -49,13 +49,13 @@ class Model:
         self.outputs = _blob_list(list(outputs.values()) if isinstance(outputs, dict) else outputs, "outputs",
                                   self.name)
         for x in self.inputs:
-            if x.op != "placeholder":
+            if x.node.op.kind != "placeholder":
                 raise GraphError(f"Model {self.name!r}: inputs expected flow.Input/Placeholder Blobs, received "
                                  f"{x.name!r} produced by op {x.op!r}")
         nodes = topo_sort(self.outputs)
         feeds = {id(x.node) for x in self.inputs}
         for node in nodes:
-            if node.op.name == "placeholder" and id(node) not in feeds:
+            if node.op.kind == "placeholder" and id(node) not in feeds:
                 raise GraphError(f"Model {self.name!r}: the outputs depend on input {node.name!r}, which is not in "
                                  f"inputs=[{', '.join(x.name for x in self.inputs)}]")
         self._nodes = nodes
@@ -103,7 +103,7 @@ class Model:
                                  f"shape {describe_shape(g.shape)} {g.dtype}")
         values = {(id(x.node), x.index): g for x, g in zip(self.inputs, given)}
         for node in self._nodes:
-            if node.op.name == "placeholder":
+            if node.op.kind == "placeholder":
                 continue
             attrs = dict(node.attrs)
             if training is not None and "training" in attrs:
@@ -138,7 +138,7 @@ class Model:
             return []
         seen, out = set(), []
         by_layer = [w for layer in self.layers for w in layer.weights]
-        for w in by_layer + [n.attrs["variable"] for n in self._nodes if n.op.name == "variable"]:
+        for w in by_layer + [n.attrs["variable"] for n in self._nodes if n.op.kind == "variable"]:
             if id(w) not in seen:
                 seen.add(id(w))
                 out.append(w)

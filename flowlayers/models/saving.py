@@ -99,12 +99,12 @@ def _entry(unit, model, owners, objects, position):
                 "single": not isinstance(unit.inputs, (list, tuple)),
                 "kwargs": _encode(unit.kwargs, f"the call of {unit.owner.name!r}"), **_where(unit.outputs[0].node)}
     node = unit
-    if node.op.name == "placeholder":
+    if node.op.kind == "placeholder":
         return {"input": _input_spec(node.outputs[0])}
     if node.layer is not None:
         raise LayerError(f"Model {model.name!r}: op {node.name!r} belongs to layer {node.layer.name!r} but was not "
                          f"made by calling it; expected every layer used through layer(x) to save the model")
-    if node.op.name == "variable":
+    if node.op.kind == "variable":
         raise LayerError(f"Model {model.name!r}: op {node.name!r} reads variable {node.attrs['variable'].path!r} "
                          f"outside any layer; a saved model rebuilds variables through layers, so expected it made "
                          f"by a Layer's add_weight")

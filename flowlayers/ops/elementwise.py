@@ -78,7 +78,7 @@ def _infer_cast(inputs, attrs):
 
 CAST = OpDef("cast", _infer_cast, lambda inputs, attrs: rules.pointwise(inputs, inputs[0].shape))
 CONSTANT = OpDef("constant", lambda inputs, attrs: [(attrs["value"].shape, attrs["dtype"])],
-                 lambda inputs, attrs: [Signature((), (B,))])
+                 lambda inputs, attrs: [Signature((), (B,))], kind="constant")
 
 
 def constant(value, dtype=dtypes.float32, name=None):

@@ -143,7 +143,7 @@ def pad(x, paddings, name=None):
 
 
 SBP_CONSTRAINT = OpDef("sbp_constraint", lambda inputs, attrs: [(inputs[0].shape, inputs[0].dtype)],
-                       lambda inputs, attrs: [Signature((attrs["sbp"][0],), (attrs["sbp"][0],))])
+                       lambda inputs, attrs: [Signature((attrs["sbp"][0],), (attrs["sbp"][0],))], kind="constraint")
 
 
 def sbp_constraint(x, nd_sbp):

@@ -4,9 +4,10 @@ from ..framework.op_def import OpDef
 from ..parallel.propagate import mesh_axes
 from ..sbp import Split, broadcast
 
-PLACEHOLDER = OpDef("placeholder", lambda inputs, attrs: [(attrs["shape"], attrs["dtype"])], lambda i, a: [])
+PLACEHOLDER = OpDef("placeholder", lambda inputs, attrs: [(attrs["shape"], attrs["dtype"])], lambda i, a: [],
+                    kind="placeholder")
 VARIABLE = OpDef("variable", lambda inputs, attrs: [(attrs["variable"].shape, attrs["variable"].dtype)],
-                 lambda i, a: [])
+                 lambda i, a: [], kind="variable")
 
 
 def placeholder(shape, dtype, name, kind="numpy"):

@@ -14,7 +14,7 @@ def force_signature(blob, *per_axis):
     """Make the op that produced ``blob`` use ``per_axis`` signatures (one per mesh axis) instead of the
     cheapest; the planner boxes its inputs to them.  For experiments and tests of the planner itself;
     models normally say what they want with layout rules and ``Blob.with_sbp``."""
-    if not isinstance(blob, Blob) or blob.node.op.name in ("placeholder", "variable", "constant"):
+    if not isinstance(blob, Blob) or blob.node.op.is_source:
         raise SBPError(f"force_signature: expected a Blob produced by an op, received {blob!r}")
     blob.node.attrs["signature"] = tuple(per_axis)
     return blob

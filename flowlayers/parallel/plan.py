@@ -47,7 +47,7 @@ class Plan:
 
 def source_sbp(node, axes, batch=None):
     """nd-SBP of a placeholder (given the fed batch size) or a variable."""
-    if node.op.name == "variable":
+    if node.op.kind == "variable":
         return node.attrs["variable"].nd_sbp(dict(axes))
     shape = node.outputs[0].shape
     batch = shape[0] if batch is None and shape else batch
@@ -111,8 +111,8 @@ def _plan(nodes, axes, batch, loss, trainable, source_sbp, supports, rounds, who
     for round_ in range(rounds):
         changed = False
         for node in nodes:
-            if node.op.name in ("placeholder", "variable", "constant"):
-                nd = source_sbp(node, axes, batch) if node.op.name != "constant" else (broadcast,) * len(axes)
+            if node.op.is_source:
+                nd = source_sbp(node, axes, batch) if node.op.kind != "constant" else (broadcast,) * len(axes)
                 p.sbp.update({b: nd for b in node.outputs})
                 continue
             if getattr(node, "placement", None) is not None:    # placed on some devices: whole on each of them
@@ -122,7 +122,7 @@ def _plan(nodes, axes, batch, loss, trainable, source_sbp, supports, rounds, who
                 p.wanted.update({(node, i): (broadcast,) * len(axes) for i in range(len(node.inputs))})
                 continue
             view = _Node(node, [_View(fed(x.shape), x.dtype, p.sbp[x], bool(x.shape) and x.shape[0] is None,
-                                      x.node.op.name == "variable") for x in node.inputs])
+                                      x.node.op.kind == "variable") for x in node.inputs])
             specs = [(fed(b.shape), b.dtype) for b in node.outputs]
             wants = [[p.wanted[c] for c in consumers.get(b, ()) if c in p.wanted] for b in node.outputs]
             sigs = tuple(propagate.signatures(view, specs, axes, wants if round_ else None, supports,
@@ -182,7 +182,7 @@ def _transfer(x, node, src, dst, shape, phase="forward"):
 
 
 def _label(node):
-    return node.attrs["variable"].path if node.op.name == "variable" else node.name
+    return node.attrs["variable"].path if node.op.kind == "variable" else node.name
 
 
 def _boxing(producer, consumer, src, dst, shape, dtype, axes, phase="forward"):
@@ -226,7 +226,7 @@ def _backward(p, nodes, loss, trainable, fed):
     ids = {id(v) for v in trainable}
     needs = set()                       # Blobs that carry a gradient: after a trainable variable, before the loss
     for node in nodes:
-        if node.op.name == "variable":
+        if node.op.kind == "variable":
             if id(node.attrs["variable"]) in ids:
                 needs.update(node.outputs)
         elif any(x in needs for x in node.inputs):
@@ -254,7 +254,7 @@ def _backward(p, nodes, loss, trainable, fed):
             arriving.setdefault(x, {}).setdefault(grad, []).append(node.name)
     for x, forms in arriving.items():
         want = tuple(_grad_form(s) for s in p.sbp[x])
-        var = x.node.attrs["variable"].path if x.node.op.name == "variable" else None
+        var = x.node.attrs["variable"].path if x.node.op.kind == "variable" else None
         for grad, consumers in forms.items():
             if grad != want:
                 out.append(_boxing(f"grad of {', '.join(consumers)}", f"{var} (optimizer)" if var else _label(x.node),

@@ -126,7 +126,7 @@ def signatures(node, specs, axes, out_wants=None, supports=None, whole_partials=
     taken = ([set() for _ in node.inputs], [set() for _ in specs])
     chosen = []
     for i, (axis, n) in enumerate(axes):
-        if node.op.name == "sbp_constraint":
+        if node.op.kind == "constraint":
             sig = Signature((node.attrs["sbp"][i],), (node.attrs["sbp"][i],))
         elif forced is not None:
             sig = forced[i]
@@ -164,7 +164,7 @@ def infer_sbp(node, specs):
         return [None] * len(specs)
     if node.placement is not None:     # a placement on some devices holds its Blobs whole on each
         return [(broadcast,) * len(axes)] * len(specs)
-    if "sbp" in node.attrs and node.op.name != "sbp_constraint":   # sources state theirs
+    if node.op.is_source and "sbp" in node.attrs:      # sources state theirs
         return [node.attrs["sbp"]] * len(specs)
     return output_sbps(signatures(node, specs, axes), len(specs))
 

@@ -84,7 +84,7 @@ def _table(rows):
 
 def _mirrored_source(node, axes, batch=None):
     """Mirrored view: every replica holds whole variables; the batch is split over the replicas."""
-    if node.op.name == "variable":
+    if node.op.kind == "variable":
         return (broadcast,)
     return (Split(0),) if node.outputs[0].shape else (broadcast,)
 
