@@ -7,6 +7,8 @@ them per axis for N-D meshes (as PyTorch DTensor expands 1-D rules).
 from dataclasses import dataclass, field
 from typing import Callable, Tuple
 
+from ..errors import GraphError
+
 
 @dataclass(frozen=True)
 class Signature:
@@ -49,7 +51,8 @@ class OpDef:
 
     def __post_init__(self):
         if self.kind not in KINDS:
-            raise ValueError(f"OpDef {self.name!r}: kind expected one of {KINDS}, received {self.kind!r}")
+            raise GraphError(f"OpDef {self.name!r}: kind expected one of {KINDS}, received {self.kind!r}; leave it "
+                             f"out for an op a kernel computes")
 
     @property
     def is_source(self):

@@ -124,3 +124,13 @@ def test_a_weight_is_used_as_split_or_gathered_whole_never_split_otherwise():
     assert chosen.inputs[0] in (Split(0), B), chosen
     table.weight = False            # an activation may be re-split
     assert propagate._policy(Split(0), Split(1), table, 2, "model") == 0.0
+
+
+def test_an_op_is_a_source_or_a_constraint_by_its_kind_not_its_name():
+    from flowlayers.framework.op_def import OpDef
+    named_like_a_source = OpDef("variable", lambda inputs, attrs: [(inputs[0].shape, inputs[0].dtype)],
+                                lambda inputs, attrs: [Signature((B,), (B,))])
+    assert named_like_a_source.kind == "compute" and not named_like_a_source.is_source
+    with pytest.raises(flow.GraphError, match=r"OpDef 'odd': kind expected one of \('compute', 'placeholder', "
+                                              r"'variable', 'constant', 'constraint'\), received 'source'"):
+        OpDef("odd", None, None, kind="source")
