@@ -22,7 +22,7 @@ class Backend:
             return ConsistentRuntime(device_num, mesh)
         from .runtime import StrategyRuntime
 
-        return StrategyRuntime(view, device_num)
+        return StrategyRuntime(view, device_num, mesh)
 
     def check_device_count(self, n, what):
         """Raise ConfigError naming ``what`` if ``n`` devices cannot be had in this process (see devices.py)."""

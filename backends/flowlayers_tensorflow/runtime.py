@@ -17,10 +17,11 @@ from .variables import SharedConstants, initial_value
 
 
 class StrategyRuntime:
-    view_name = "mirrored"
 
-    def __init__(self, view, n):
+    def __init__(self, view, n, mesh=None):
         self.view, self.devices = view, devices.devices(n)
+        # the consistent view on one device keeps its mesh's axis names (each of size 1); replicas are an axis
+        self.axes = list(mesh) if view == "consistent" and mesh else [("replica", n)]
         self.num_replicas = n
         self.native_nchw = devices.is_gpu(self.devices[0])
         self._constants = SharedConstants()

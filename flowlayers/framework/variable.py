@@ -109,7 +109,7 @@ class Variable:
         from .. import engine
 
         runtime = runtime or self._runtime or engine.runtime()
-        layout = self.nd_sbp(dict(runtime.axes)) if hasattr(runtime, "axes") else None   # rules may have changed
+        layout = self.nd_sbp(dict(runtime.axes)) if runtime.view == "consistent" else None   # rules may change
         if self._runtime is not runtime or self._layout != layout:
             value = self._runtime.read(self._handle) if self._runtime is not None else None
             self._handle = runtime.create_variable(self, value)

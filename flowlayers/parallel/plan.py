@@ -143,8 +143,8 @@ def _plan(nodes, axes, batch, loss, trainable, source_sbp, supports, rounds, who
                     copied.add((x, _placement(node)))
                     p.boxing.append(_transfer(x, node, p.sbp[x], p.wanted[(node, i)], fed(x.shape)))
             elif p.wanted[(node, i)] != p.sbp[x]:
-                p.boxing.append(_boxing(_label(x.node), node.name, p.sbp[x], p.wanted[(node, i)], fed(x.shape),
-                                        x.dtype, axes))
+                p.boxing.extend(_moving(_boxing(_label(x.node), node.name, p.sbp[x], p.wanted[(node, i)],
+                                                fed(x.shape), x.dtype, axes)))
     if loss is not None:        # (nothing trainable: no Blob carries a gradient, so nothing is added)
         p.boxing.extend(_backward(p, nodes, loss, trainable, fed))
     return p
@@ -186,11 +186,12 @@ def _label(node):
 
 
 def _boxing(producer, consumer, src, dst, shape, dtype, axes, phase="forward"):
-    """Box axis by axis; each collective moves the tensor as split over the other axes."""
+    """Box axis by axis; each collective moves the tensor as split over the other axes (over an axis of one
+    device nothing moves: no collective)."""
     size = boxing.nbytes(shape, dtype)
     kinds, total = [], 0.0
     for i, (axis, n) in enumerate(axes):
-        if src[i] == dst[i]:
+        if src[i] == dst[i] or n == 1:
             continue
         kinds.append((axis, boxing.collective(src[i], dst[i])))
         local = size
@@ -199,6 +200,11 @@ def _boxing(producer, consumer, src, dst, shape, dtype, axes, phase="forward"):
                 local /= m
         total += boxing.cost(src[i], dst[i], local, n)
     return Boxing(producer, consumer, tuple(src), tuple(dst), tuple(kinds), total, phase)
+
+
+def _moving(box):
+    """``[box]``, or ``[]`` when it has no collective: a plan lists only what communicates or rearranges."""
+    return [box] if box.collectives else []
 
 
 # The backward pass -------------------------------------------------------
@@ -257,6 +263,7 @@ def _backward(p, nodes, loss, trainable, fed):
         var = x.node.attrs["variable"].path if x.node.op.kind == "variable" else None
         for grad, consumers in forms.items():
             if grad != want:
-                out.append(_boxing(f"grad of {', '.join(consumers)}", f"{var} (optimizer)" if var else _label(x.node),
-                                   grad, want, fed(x.shape), x.dtype, p.axes, phase="backward"))
+                consumer = f"{var} (optimizer)" if var else _label(x.node)
+                out.extend(_moving(_boxing(f"grad of {', '.join(consumers)}", consumer, grad, want, fed(x.shape),
+                                           x.dtype, p.axes, phase="backward")))
     return out

@@ -91,8 +91,7 @@ def _mirrored_source(node, axes, batch=None):
 
 def build(program, runtime, batch):
     """The ParallelPlan of ``program`` in ``runtime``; variables (and optimizer slots) are materialised there."""
-    consistent = hasattr(runtime, "axes")
-    axes = runtime.axes if consistent else [("replica", runtime.num_replicas)]
+    consistent, axes = runtime.view == "consistent", runtime.axes
     p = planner.plan(program.nodes, axes, batch, program.loss, program.trainable,
                      source_sbp=planner.source_sbp if consistent else _mirrored_source,
                      supports=getattr(runtime, "supports", None))
@@ -105,4 +104,4 @@ def build(program, runtime, batch):
         nd = var.nd_sbp(dict(axes)) if consistent else (broadcast,)
         placements[var.path] = VariablePlacement(var.shape, nd, largest, shards, math.prod(largest) * itemsize,
                                                  itemsize, tuple(runtime.holders(var._live_handle(runtime))))
-    return ParallelPlan("consistent" if consistent else "mirrored", axes, batch, placements, p.boxing)
+    return ParallelPlan(runtime.view, axes, batch, placements, p.boxing)

@@ -232,3 +232,12 @@ def test_an_input_made_before_the_mesh_changed_still_builds_and_trains():
         flow.config.set_mesh()
     for a, b in zip(*results):
         np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_a_consistent_plan_on_one_device_says_consistent_and_keeps_the_mesh_names():
+    use("consistent", 1)
+    model = mlp()
+    fit(model, data((16,)))
+    plan = model.parallel_plan()
+    assert plan.view == "consistent" and plan.axes == [("data", 1)], (plan.view, plan.axes)
+    assert plan.bytes_per_device == plan.logical_bytes and not plan.boxing
