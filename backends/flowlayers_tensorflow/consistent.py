@@ -15,7 +15,7 @@ Fused, with DTensor's all-reduce combiner on (its default), most DVariables are
 left silently un-updated in TF 2.21 (``../shared/notes/dtensor_fused_update_bug.py``);
 with the combiner off (``DTENSOR_ENABLE_COMBINE_ALL_REDUCES_OPTIMIZATION=0``) the
 fused step is exact, but it fails to compile under some layouts, so the step
-stays split.  ``FUSED_STEP`` exists only so a test can show both.
+stays split (tests/parallel/test_split_step.py fuses it to show both).
 """
 import contextlib
 import functools
@@ -39,7 +39,6 @@ from .lowering import LoweringContext, run_graph, step_error
 from .runtime import PACK_BYTES
 from .variables import SharedConstants, draw
 
-FUSED_STEP = False   # never True outside the test that proves the split step matters
 GROUP_SIZE = "DTENSOR_ALLREDUCE_COMBINE_OPTIMIZATION_GROUP_SIZE"   # read each time DTensor compiles a function
 _block_ids = itertools.count()
 
@@ -269,15 +268,14 @@ class ConsistentExecutable(BaseExecutable):
         return "0" if size < PACK_BYTES else "1"
 
     def _functions(self, sizes):
-        """(plans, forward-or-grads fn, fused fn) for the fed micro-batch sizes (one size: no micro-batches); a
-        plan depends on whether its size splits."""
+        """(plans, forward-or-grads fn) for the fed micro-batch sizes (one size: no micro-batches); a plan depends
+        on whether its size splits."""
         if sizes not in self._fns:
             plans = [self._plan(size) for size in sizes]
             jit = self.program.jit_compile or None
             # partials, not lambdas: TF counts traces per code object and warns of "frequent retracing"
             self._fns[sizes] = (plans, tf.function(functools.partial(self._forward, plans), jit_compile=jit,
-                                                   autograph=False),
-                                tf.function(functools.partial(self._fused, plans), jit_compile=jit, autograph=False))
+                                                   autograph=False))
         return self._fns[sizes]
 
     def _in_variable_layouts(self, batch, grads, updates):
@@ -302,20 +300,17 @@ class ConsistentExecutable(BaseExecutable):
         self._current_handles()
         chunks = _micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
         batch = tuple(len(c[0]) if c and np.ndim(c[0]) else None for c in chunks)     # the micro-batches' sizes
-        plans, forward, fused = self._functions(batch)
+        plans, forward = self._functions(batch)
         placed = [[rt.place(f, plan.sbp[x]) for f, x in zip(chunk, p.inputs)] for chunk, plan in zip(chunks, plans)]
         # float64: DTensor folds small replicated int32/int64/float32 inputs into the program as constants, so a
-        # new step counter would compile the step again; float64 inputs it leaves alone.  Plain scalars: DTensor
-        # broadcasts them to the default mesh itself, at half the cost of copy_to_mesh
-        lr_t, step_t = tf.constant(lr, tf.float64), tf.constant(step, tf.float64)
+        # new step counter would compile the step again; float64 inputs it leaves alone.  A plain scalar: DTensor
+        # broadcasts it to the default mesh itself, at half the cost of copy_to_mesh
+        step_t = tf.constant(step, tf.float64)
         try:
             with step_options(cpu=not rt.native_nchw):
                 with dtensor.default_mesh(rt.mesh), all_reduce_grouping(self._group_size):
-                    if FUSED_STEP and p.loss is not None:
-                        outs, grads, updates = fused(placed, lr_t, step_t), [], []
-                    else:
-                        outs, grads, updates = forward(placed, step_t)
-                        grads, updates = self._in_variable_layouts(batch, grads, updates)
+                    outs, grads, updates = forward(placed, step_t)
+                    grads, updates = self._in_variable_layouts(batch, grads, updates)
                 results, grads, updates = self._on_host(outs, grads, updates)
                 if grads or updates:
                     self._run_update(batch, grads, updates, lr, step)
@@ -428,15 +423,6 @@ class ConsistentExecutable(BaseExecutable):
             with tf.device(device):
                 self._apply_copies(self._blocks[i], pick[:len(grads)], pick[len(grads):], lr, step, update, norms)
 
-    def _fused(self, plans, chunks, lr, step):
-        """Gradients and update in one DTensor function (only for the test that shows why the step is split)."""
-        p, rt = self.program, self.runtime
-        outs, grads, updates = self._forward(plans, chunks, step)
-        grads, updates = ([dtensor.relayout(t, rt.variable_layout(v)) for t, v in zip(values, variables)]
-                          for values, variables in ((grads, p.trainable), (updates, [v for v, _ in p.updates])))
-        norms = self._norms([executable.squared(g) for g in grads]) if self._clips_by_norm else None
-        self._apply_copies(self._handles, grads, updates, tf.cast(lr, tf.float32), step, norms=norms)
-        return outs
 
 
 @contextlib.contextmanager

@@ -60,11 +60,32 @@ FUSED_RUN = """
 import sys
 sys.path.insert(0, {here!r})
 import test_split_step as t
-import flowlayers_tensorflow.consistent as consistent
-consistent.FUSED_STEP = True
+t.fuse_the_consistent_step()
 data = t.data.__wrapped__()
 print("DIFF", t.diff(t.train("mirrored", 1, data), t.train("consistent", 2, data)))
 """
+
+
+def fuse_the_consistent_step():
+    """Make the consistent view's gradient function also apply the update (then nothing is left to the split
+    update step): the fused step DTensor gets wrong."""
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    from flowlayers_tensorflow.consistent import ConsistentExecutable
+
+    split_forward = ConsistentExecutable._forward
+
+    def fused(self, plans, chunks, step):
+        outs, grads, updates = split_forward(self, plans, chunks, step)
+        p, rt = self.program, self.runtime
+        grads = [dtensor.relayout(g, rt.variable_layout(v)) for g, v in zip(grads, p.trainable)]
+        updates = [dtensor.relayout(u, rt.variable_layout(v)) for u, (v, _) in zip(updates, p.updates)]
+        lr = tf.constant(p.optimizer.current_learning_rate(), tf.float32)
+        self._apply_copies(self._handles, grads, updates, lr, step)
+        return outs, [], []
+
+    ConsistentExecutable._forward = fused
 
 
 def fused_diff(combine):
