@@ -10,7 +10,7 @@ laid out as their variables; then every device applies the optimizer rule to
 the blocks it holds, with TF's kernels for whole rules, outside DTensor: the
 rules are elementwise, so a block updated by the same block of its gradient is
 what the whole would be, and DTensor would decompose those kernels into four to
-eight elementwise ops on every device (8% of a LeNet step on 4 devices).
+eight elementwise ops on every device (measured: bench/RESULTS_design.md).
 Fused, with DTensor's all-reduce combiner on (its default), most DVariables are
 left silently un-updated in TF 2.21 (``../shared/notes/dtensor_fused_update_bug.py``);
 with the combiner off (``DTENSOR_ENABLE_COMBINE_ALL_REDUCES_OPTIMIZATION=0``) the
@@ -149,8 +149,9 @@ class ConsistentRuntime:
         return drawn
 
     def _draw(self, var):
-        """One traced draw per initializer, shape and dtype, the seed its input (tracing and compiling one per
-        variable cost ~50 ms each); float64, as DTensor folds small int inputs into the program as constants."""
+        """One traced draw per initializer, shape and dtype, the seed its input (not one traced and compiled per
+        variable: bench/RESULTS_design.md); float64, as DTensor folds small int inputs into the program as
+        constants."""
         sampler, shape, dtype, path = var.initializer.sampler(var.shape), var.shape, var.dtype, var.path
         key = (repr(sampler), shape, dtype)
         if key not in self._draws:
@@ -255,10 +256,9 @@ class ConsistentExecutable(BaseExecutable):
         average under ``PACK_BYTES``, each apart ("1") otherwise; None to leave DTensor's setting.
 
         Combined (DTensor's default), one collective replaces hundreds, but it starts only once the last gradient
-        exists and copies each into and out of one buffer.  On logical CPU devices sharing the cores: a 200-layer
-        MLP (400 gradients of 33 KB on average) trains 1.7x faster combined; LeNet and a 1024-wide MLP (0.8 and
-        1.6 MB) 12-19% faster apart, each all-reduce starting while the backward pass goes on.  (A group size in
-        the environment, the user's, stands: ``all_reduce_grouping``.)"""
+        exists and copies each into and out of one buffer: many small gradients gain from it, large ones lose, each
+        all-reduce then starting while the backward pass goes on (measured on logical CPU devices:
+        bench/RESULTS_design.md).  (A group size in the environment, the user's, stands: ``all_reduce_grouping``.)"""
         if not self.runtime.groups_all_reduces:
             return None
         reduced = [self._handles[v.path] for v in self._written]
@@ -389,7 +389,7 @@ class ConsistentExecutable(BaseExecutable):
     def _run_update(self, batch, grads, updates, lr, step):
         """Calls the update traced for ``batch`` with its inputs flat (``_call_flat``, how TF itself calls a traced
         function): for hundreds of tensors (a 200-layer MLP's gradients per device), tf.function's handling of
-        nested arguments costs 20 ms a call, the flat call 0.6 ms."""
+        nested arguments costs thirty times the flat call (bench/RESULTS_design.md)."""
         args = (grads, updates, tf.constant(lr, tf.float32), tf.constant(step, tf.int64))
         update = self._updates_variables(step)
         if (batch, update) not in self._updates:

@@ -274,7 +274,7 @@ def _idle(busy, modes):
 def _mean(means, total, count, device):
     """``total / count`` on ``device``, computed once per total: where the all-reduce hands every device the same
     tensor (logical CPU devices read the sum in place), one division serves them all instead of one each (a full
-    pass over every gradient per device: 11 of 55 ms of a 4M-parameter MLP's step on 2 devices)."""
+    pass over every gradient per device: bench/RESULTS_design.md)."""
     if id(total) not in means:     # (every device's count is the same number)
         with tf.device(device):
             means[id(total)] = total / tf.cast(count, total.dtype)

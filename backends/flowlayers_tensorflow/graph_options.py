@@ -1,18 +1,17 @@
 """Grappler settings for flowlayers' own step functions.
 
 TF optimises a function's graph once, at its first call, with the options of the calling thread's eager context.
-Its defaults run passes that, on a 200-layer MLP's step, cost seconds and change nothing there:
+Its defaults run passes that, on a deep model's step, cost seconds and change nothing there:
 
-- the memory optimizer (0.5 s on 2 devices): it acts on ops marked for recomputation or swapping, never ours;
-- the layout optimizer on CPU (0.35 s): CPU kernels take NHWC, which the lowering already emits (on GPUs the
-  lowering emits NCHW itself, but mixed-precision steps may still gain from it, so it stays on there);
-- TFG's attribute and shape-inference passes (0.4 s): graph-preserving clean-ups;
-- a second round of every pass (1 s): it only merges a few hundred duplicated constants.
+- the memory optimizer: it acts on ops marked for recomputation or swapping, never ours;
+- the layout optimizer on CPU: CPU kernels take NHWC, which the lowering already emits (on GPUs the lowering
+  emits NCHW itself, but mixed-precision steps may still gain from it, so it stays on there);
+- TFG's attribute and shape-inference passes: graph-preserving clean-ups;
+- a second round of every pass: it only merges a few hundred duplicated constants.
 
-Turning them off makes the first step of that model 2-3 s faster (grappler: 3.8 s -> 1.2 s), and LeNet's
-optimised step holds the same ops (fused convolutions and matmuls, folded constants) as before.  The rest stays
-on, for a DTensor update step too: without grappler it compiles 0.45 s faster on that model, but the MLP and
-LeNet then train 4-5% slower.  The user's own settings (``tf.config.optimizer``) are the starting point; only
+Turning them off makes a 200-layer MLP's first step seconds faster, and LeNet's optimised step holds the same ops
+(fused convolutions and matmuls, folded constants) as before.  The rest stays on, for a DTensor update step too:
+without grappler it compiles faster, but the models then train slower (figures: bench/RESULTS_design.md).  The user's own settings (``tf.config.optimizer``) are the starting point; only
 these fields change.
 """
 import contextlib

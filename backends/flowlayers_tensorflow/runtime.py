@@ -89,10 +89,9 @@ class StrategyRuntime:
         """Sum each position of ``per_device`` (one list of tensors per device) over the devices, inside a step.
 
         Logical CPU devices share the host's memory: each tensor is summed once, on the first device, and the
-        others read the sum without a copy.  A ring collective copies and adds chunk by chunk: 17 ms of a 73 ms step
-        for a 4M-parameter MLP on 2 devices, which trains 20% faster this way.  Nothing is packed: copying tensors
-        into and out of one vector cost more than it saved (a 200-layer MLP on 2 devices trains 10% faster
-        without).  GPUs use collectives, small tensors packed (``collective_all_reduce``).
+        others read the sum without a copy, where a ring collective copies and adds chunk by chunk.  Nothing is
+        packed: copying tensors into and out of one vector cost more than it saved (both measured:
+        bench/RESULTS_design.md).  GPUs use collectives, small tensors packed (``collective_all_reduce``).
         """
         if self.native_nchw:
             return self.collective_all_reduce(per_device)

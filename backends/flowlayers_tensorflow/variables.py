@@ -32,8 +32,8 @@ def draw(sampler, shape, dtype, seed, path):
 class SharedConstants:
     """Initial values of constant initializers (the zeros of every optimizer slot), made once per value, shape,
     dtype and placement and shared by the variables that start from them.  Sharing is safe: TF copies a buffer
-    that is still referenced elsewhere before it assigns or updates in place.  Making one per variable cost 1.1 ms
-    on a 2-device mesh, 0.45 s of a 200-layer MLP's first step.  At most ``budget`` bytes are kept."""
+    that is still referenced elsewhere before it assigns or updates in place; making one per variable is slow on
+    deep models (bench/RESULTS_design.md).  At most ``budget`` bytes are kept."""
 
     def __init__(self, budget=16 << 20):
         self._values, self._left = {}, budget
