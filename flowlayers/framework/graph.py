@@ -28,50 +28,49 @@ class Node:
 
 
 @contextlib.contextmanager
-def layer_scope(layer):
-    """Ops applied inside are attributed to ``layer`` (in errors, in the plan, in ``Model.layers``)."""
-    _layer_stack.append(layer)
+def _pushed(stack, value):
+    """``value`` on top of ``stack`` while the ``with`` block runs: what the ops made inside read."""
+    stack.append(value)
     try:
         yield
     finally:
-        _layer_stack.pop()
+        stack.pop()
+
+
+def _top(stack):
+    return stack[-1] if stack else None
+
+
+def layer_scope(layer):
+    """Ops applied inside are attributed to ``layer`` (in errors, in the plan, in ``Model.layers``)."""
+    return _pushed(_layer_stack, layer)
 
 
 def current_layer():
-    return _layer_stack[-1] if _layer_stack else None
+    return _top(_layer_stack)
 
 
 _placement_stack = []
 
 
-@contextlib.contextmanager
 def placement_scope(devices):
     """Ops (and variables) made inside run on ``devices`` (a tuple of device indices), not on every device."""
-    _placement_stack.append(devices)
-    try:
-        yield
-    finally:
-        _placement_stack.pop()
+    return _pushed(_placement_stack, devices)
 
 
 def current_placement():
-    return _placement_stack[-1] if _placement_stack else None
+    return _top(_placement_stack)
 
 
 _recompute_stack = []
 _segments = itertools.count(1)
 
 
-@contextlib.contextmanager
 def recompute_scope(segment=None):
     """Ops made inside form one segment whose activations a training step does not keep: its backward pass
     computes them again from the segment's inputs.  A scope inside another joins it; ``segment`` (an int) names
     the segment, where a saved model is rebuilt."""
-    _recompute_stack.append(_recompute_stack[-1] if _recompute_stack else segment or new_segment())
-    try:
-        yield
-    finally:
-        _recompute_stack.pop()
+    return _pushed(_recompute_stack, _top(_recompute_stack) or segment or new_segment())
 
 
 def new_segment():
@@ -79,7 +78,7 @@ def new_segment():
 
 
 def current_recompute():
-    return _recompute_stack[-1] if _recompute_stack else None
+    return _top(_recompute_stack)
 
 
 def apply(op, inputs, attrs=None, name=None):
