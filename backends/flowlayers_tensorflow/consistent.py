@@ -110,15 +110,12 @@ class ConsistentRuntime:
     def _blocks(self, layout, shape):
         """Per device of the layout's mesh (in its order), the block of a tensor of ``shape`` it holds."""
         mesh = layout.mesh
-        names = list(mesh.dim_names)
-        sizes = [mesh.dim_size(a) for a in names]
         blocks = []
-        for i in range(int(np.prod(sizes))):
-            coords = dict(zip(names, np.unravel_index(i, sizes)))
+        for coords in _coordinates(mesh):
             block = []
             for dim, axis in enumerate(layout.sharding_specs):
                 if axis in coords:
-                    size = shape[dim] // sizes[names.index(axis)]
+                    size = shape[dim] // mesh.dim_size(axis)
                     block.append(slice(coords[axis] * size, (coords[axis] + 1) * size))
                 else:
                     block.append(slice(None))
@@ -197,11 +194,9 @@ class ConsistentRuntime:
         """Positions (in the variable's mesh order) of blocks that together hold the variable once: those at the
         first coordinate of every mesh axis that does not split it."""
         layout = handle.layout
-        names = list(layout.mesh.dim_names)
-        sizes = [layout.mesh.dim_size(a) for a in names]
         used = set(layout.sharding_specs)
-        return [i for i in range(int(np.prod(sizes)))
-                if all(c == 0 for a, c in zip(names, np.unravel_index(i, sizes)) if a not in used)]
+        return [i for i, coords in enumerate(_coordinates(layout.mesh))
+                if all(c == 0 for a, c in coords.items() if a not in used)]
 
     def device_indices(self, mesh):
         """Which of this runtime's devices ``mesh`` holds, in the mesh's order."""
@@ -359,15 +354,15 @@ class ConsistentExecutable(BaseExecutable):
             trainable = [self._handles[v.path] for v in p.trainable]
             with tf.GradientTape() as tape:
                 tape.watch(trainable)       # also variables made while frozen (created with trainable=False)
-                total = count = None
+                sums, counts = [], []
                 for env, ctx in zip(envs, contexts):
                     run_graph(p.nodes, env, self._handles, ctx, p.results)
                     loss = tf.cast(env[p.loss], tf.float32)
                     with dtensor.default_mesh(rt.mesh_for(p.loss.node.placement)):    # where the loss is
-                        part, size = tf.reduce_sum(loss), tf.cast(tf.size(loss), tf.float32)
-                        total, count = (part, size) if total is None else (total + part, count + size)
+                        sums.append(tf.reduce_sum(loss))
+                        counts.append(tf.cast(tf.size(loss), tf.float32))
                 with dtensor.default_mesh(rt.mesh_for(p.loss.node.placement)):
-                    mean = total / count
+                    mean = executable.summed(sums) / executable.summed(counts)
             grads = tape.gradient(mean, trainable + [envs[0][b] for b in p.gradients],
                                   unconnected_gradients=tf.UnconnectedGradients.ZERO)
             grads = [_unfolded(tf.convert_to_tensor(g)) for g in grads]
@@ -379,8 +374,8 @@ class ConsistentExecutable(BaseExecutable):
         for blob, mode in zip(p.outputs, p.output_modes):
             mesh = rt.mesh_for(blob.node.placement)
             with dtensor.default_mesh(mesh):        # the sum's axes are made on the mesh of what it sums
-                parts = [tf.reduce_sum(env[blob]) if mode == "sum" else env[blob] for env in envs]
-                value = tf.add_n(parts) if mode == "sum" and len(parts) > 1 else parts[0]
+                value = executable.summed([tf.reduce_sum(env[blob]) for env in envs]) if mode == "sum" else \
+                    envs[0][blob]
             outs.append(dtensor.relayout(value, rt.replicated(value.shape.rank, mesh)))
         outs += [dtensor.relayout(g, rt.replicated(g.shape.rank, rt.mesh_for(b.node.placement)))
                  for g, b in zip(watched, p.gradients)]
@@ -395,9 +390,11 @@ class ConsistentExecutable(BaseExecutable):
         if (batch, update) not in self._updates:
             if self._blocks is None:
                 self._blocks = self.runtime.device_blocks(self._handles)
-                self._position = {v.path: {i: j for j, i in enumerate(self.runtime.holders(self._handles[v.path]))}
-                                  for v in self._written}
-                self._tiling = [self.runtime.tiling_blocks(self._handles[v.path]) for v in self.program.trainable]
+                holders = {v.path: self.runtime.holders(self._handles[v.path]) for v in self._written}
+                self._position = {path: {i: j for j, i in enumerate(devices)} for path, devices in holders.items()}
+                # per trainable variable, (position, device index) of the blocks that hold its gradient once
+                self._tiling = [[(j, holders[v.path][j]) for j in self.runtime.tiling_blocks(self._handles[v.path])]
+                                for v in self.program.trainable]
             self._updates[batch, update] = self._update_fns[update].get_concrete_function(*args)
         function = self._updates[batch, update]
         function._call_flat(tf.nest.flatten(args), function.captured_inputs)
@@ -408,14 +405,13 @@ class ConsistentExecutable(BaseExecutable):
         by norm takes each whole gradient's sum of squares, from blocks that hold it once, each on its device."""
         norms = None
         if self._clips_by_norm:
-            holders = [self.runtime.holders(self._handles[v.path]) for v in self.program.trainable]
             squared = []
-            for blocks, tiling, devices in zip(grads, self._tiling, holders):
+            for blocks, tiling in zip(grads, self._tiling):
                 parts = []
-                for j in tiling:
-                    with tf.device(self.runtime.devices[devices[j]]):
+                for j, device in tiling:
+                    with tf.device(self.runtime.devices[device]):
                         parts.append(executable.squared(blocks[j]))
-                squared.append(tf.add_n(parts) if len(parts) > 1 else parts[0])
+                squared.append(executable.summed(parts))
             norms = self._norms(squared)
         for i, device in enumerate(self.runtime.devices):
             held = [self._position[v.path].get(i) for v in self._written]      # its block of each, or None
@@ -437,6 +433,13 @@ def all_reduce_grouping(group_size):
         yield
     finally:
         del os.environ[GROUP_SIZE]
+
+
+def _coordinates(mesh):
+    """Per device of ``mesh``, in its order, ``{axis: the device's index along it}``."""
+    names = list(mesh.dim_names)
+    sizes = [mesh.dim_size(a) for a in names]
+    return [dict(zip(names, np.unravel_index(i, sizes))) for i in range(int(np.prod(sizes)))]
 
 
 def _micro_batches(feeds, n):
@@ -490,6 +493,7 @@ class _DTensorContext(LoweringContext):
         super().__init__(phase, step, seed, runtime.native_nchw)
         self.runtime, self.plan = runtime, plan
         self.mesh = runtime.mesh        # the mesh of the kernel being lowered: its placement's
+        self.placement = None           # and that placement
         self._arrived = set()           # ids of Blobs already moved to the placement of the nodes being lowered
         self._copies = {}               # (id(tensor), placement) -> (tensor, its copy there): one copy per crossing
 
@@ -499,12 +503,12 @@ class _DTensorContext(LoweringContext):
         if node.placement is None:
             yield
             return
-        self.mesh = self.runtime.mesh_for(node.placement)
+        self.mesh, self.placement = self.runtime.mesh_for(node.placement), node.placement
         try:
             with dtensor.default_mesh(self.mesh):
                 yield
         finally:
-            self.mesh = self.runtime.mesh
+            self.mesh, self.placement = self.runtime.mesh, None
 
     def constant(self, value, dtype):
         return dtensor.copy_to_mesh(tf.constant(value, dtype), self.runtime.replicated(np.ndim(value), self.mesh))
@@ -514,8 +518,8 @@ class _DTensorContext(LoweringContext):
         DTensor, a sharded draw differs between the replicas of one shard (a 2x2 mesh's dropout masks did), and
         variables that should stay replicated drift apart, silently."""
         step = self.step
-        if self.mesh is not self.runtime.mesh:      # the step counter lives on all devices: a copy on these
-            self.step = _moved(tf.cast(step, tf.float64), self.runtime, self.runtime.mesh, self.mesh)
+        if self.placement is not None:      # the step counter lives on all devices: its copy on these
+            self.step = self._copy(None, step, self.placement)
         try:
             draw = super().random_uniform(shape, op_name, op_seed)
         finally:
@@ -551,14 +555,14 @@ class _DTensorContext(LoweringContext):
     def arrive(self, blob, tensor, placement):
         if blob.node.placement == placement:
             return tensor
-        return self._copy(blob, tensor, placement)
+        return self._copy(blob.node.placement, tensor, placement)
 
-    def _copy(self, blob, tensor, placement):
-        """``blob``'s ``tensor`` on ``placement``'s devices, copied once however many ops there read it."""
+    def _copy(self, source, tensor, placement):
+        """``tensor`` (on ``source``'s devices) on ``placement``'s, copied once however many ops there read it."""
         key = (id(tensor), placement)
         if key not in self._copies:
             rt = self.runtime
-            self._copies[key] = (tensor, _moved(tensor, rt, rt.mesh_for(blob.node.placement), rt.mesh_for(placement)))
+            self._copies[key] = (tensor, _moved(tensor, rt, rt.mesh_for(source), rt.mesh_for(placement)))
         return self._copies[key][1]
 
     @contextlib.contextmanager
@@ -572,8 +576,7 @@ class _DTensorContext(LoweringContext):
     def box(self, node, i, tensor):
         x, want = node.inputs[i], self.plan.wanted.get((node, i))
         if x.node.placement != node.placement:          # from one placement's devices to another's
-            rt = self.runtime
-            moved = tensor if id(x) in self._arrived else self._copy(x, tensor, node.placement)
+            moved = tensor if id(x) in self._arrived else self._copy(x.node.placement, tensor, node.placement)
             if node.placement is None and want is not None and partial_sum not in want and \
                     any(s != broadcast for s in want):
                 moved = self._relayout(moved, want, x.ndim)

@@ -114,7 +114,7 @@ class BaseExecutable:
         p = self.program
         self._apply_fn(grads, updates, [copies.get(v.path) for v in p.trainable],
                        [copies.get(k) for k in self._slot_paths], [copies.get(v.path) for v, _ in p.updates], lr, step,
-                       update, norms or [None] * len(p.trainable))
+                       update, norms)
 
     @property
     def _clips_by_norm(self):
@@ -125,13 +125,13 @@ class BaseExecutable:
         """Per variable, the norm its clipping uses, from each whole gradient's sum of squares (float32)."""
         return self.program.optimizer.clipping_norms(TFMath(), squared)
 
-    def _apply(self, grads, updates, trainable, slots, updated, lr, step, update=True, norms=()):
+    def _apply(self, grads, updates, trainable, slots, updated, lr, step, update=True, norms=None):
         """The optimizer rule on one device's variables, and the state updates; elementwise, so a block of a
         variable is updated by the same block of its gradient as the whole would be (clipping by norm takes the
         whole gradient's norm)."""
         p, slots, xp = self.program, iter(slots), TFMath()
         step = tf.cast(step, tf.float32)
-        for var, handle, grad, norm in zip(p.trainable, trainable, grads, norms):
+        for var, handle, grad, norm in zip(p.trainable, trainable, grads, norms or [None] * len(p.trainable)):
             var_slots = [next(slots) for _ in self.slot_vars[var.path]]
             if handle is not None:
                 p.optimizer.apply_gradient(xp, handle, tf.cast(grad, handle.dtype), var_slots, lr, step, update,
@@ -224,12 +224,13 @@ class Executable(BaseExecutable):
         if p.loss is not None:
             with tf.GradientTape() as tape:
                 tape.watch([handles[v.path] for v in p.trainable])   # also variables made while frozen
-                local_sum = size = None
+                sums, counts = [], []
                 for env in envs:
                     run_graph(p.nodes, env, handles, ctx, p.results)
                     loss = tf.cast(env[p.loss], tf.float32)
-                    part, count = tf.reduce_sum(loss), tf.cast(tf.size(loss), tf.float32)
-                    local_sum, size = (part, count) if local_sum is None else (local_sum + part, size + count)
+                    sums.append(tf.reduce_sum(loss))
+                    counts.append(tf.cast(tf.size(loss), tf.float32))
+                local_sum, size = summed(sums), summed(counts)
             grads = tape.gradient(local_sum, [handles[v.path] for v in p.trainable] +
                                   [envs[0][b] for b in p.gradients], unconnected_gradients=tf.UnconnectedGradients.ZERO)
             grads = [tf.convert_to_tensor(g) for g in grads]
@@ -237,7 +238,7 @@ class Executable(BaseExecutable):
         else:
             run_graph(p.nodes, envs[0], handles, ctx, p.results)
         updates = [envs[0][b] for _, b in p.updates]
-        outs = [_summed([tf.reduce_sum(env[b]) for env in envs]) if mode == "sum" else envs[0][b]
+        outs = [summed([tf.reduce_sum(env[b]) for env in envs]) if mode == "sum" else envs[0][b]
                 for b, mode in zip(p.outputs, p.output_modes)]
         return size, grads, updates, outs + watched
 
@@ -248,7 +249,8 @@ def squared(g):
     return tf.reduce_sum(g * g)
 
 
-def _summed(parts):
+def summed(parts):
+    """The sum of a list of tensors (the one tensor itself when alone: no op)."""
     return parts[0] if len(parts) == 1 else tf.add_n(parts)
 
 
