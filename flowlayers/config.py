@@ -5,12 +5,14 @@
     flow.config.set_mesh(data=2, model=2)      # consistent view only
     flow.config.set_backend("tensorflow")      # or env FLOWLAYERS_BACKEND
 
-Settings are validated when given, and a rejected one changes nothing.  A
-device count (or mesh) sets the backend's devices up at once, where the engine
-has not started yet (TensorFlow code run next, such as a tf.data pipeline, then
-finds them), and one the engine cannot give is rejected when set.  A mesh whose
-size differs from the device count is rejected where it is used, as the two may
-be set in either order.
+Settings are validated when given, against each other and against what the
+engine can give, and a rejected one changes nothing.  Setting a value starts
+nothing: the backend answers whether it can give a device count without
+starting its engine (TensorFlow on a CPU host records how many logical devices
+to make when it starts, so a tf.data pipeline run next finds them).  A mesh and
+a device count must agree: set the count first (OneFlow's order), or only a
+mesh (its size is then the count).  What runs takes these settings once, as a
+``Placement`` (``placement()``), when it compiles or is called.
 """
 import os
 import re
@@ -39,7 +41,14 @@ def gpu_device_num(n):
     """Use ``n`` devices of this host: GPUs where present, else ``n`` logical CPU devices."""
     from . import engine
 
-    engine.check_device_count(_positive_int(n, "flow.config.gpu_device_num(n)"), f"flow.config.gpu_device_num({n})")
+    what = f"flow.config.gpu_device_num({n!r})"
+    _positive_int(n, what)
+    mesh = _state["mesh"]
+    if mesh and _product(mesh) != n:
+        raise ConfigError(f"{what}: expected {_product(mesh)} devices, the size of the mesh already set "
+                          f"(flow.config.set_mesh({_describe_mesh(mesh)})), received {n}; call "
+                          f"flow.config.set_mesh() first to drop that mesh, or set a mesh of {n} devices after")
+    engine.check_device_count(n, what)
     _state["device_num"] = n
 
 
@@ -49,7 +58,10 @@ def cpu_device_num(n):
 
 
 def device_num():
-    return _state["device_num"] or 1
+    """The device count: the one set, else the size of the mesh set, else 1."""
+    if _state["device_num"]:
+        return _state["device_num"]
+    return _product(_state["mesh"]) if _state["mesh"] else 1
 
 
 def set_view(view):
@@ -71,10 +83,17 @@ def set_mesh(**axes):
     """Named mesh axes for the consistent view, e.g. ``set_mesh(data=2, model=2)``; ``set_mesh()`` resets."""
     from . import engine
 
+    what = f"flow.config.set_mesh({_describe_mesh(axes)})"
     for name, size in axes.items():
         _positive_int(size, f"flow.config.set_mesh({name}=...)")
+    count = _state["device_num"]
+    if axes and count and _product(axes) != count:
+        raise ConfigError(f"{what}: expected the product of the axis sizes to equal the device count {count} "
+                          f"already set (flow.config.gpu_device_num({count})), received a mesh of "
+                          f"{_product(axes)} device(s); set a mesh of {count} devices, or the device count "
+                          f"first")
     if axes:
-        engine.check_device_count(_product(axes), f"flow.config.set_mesh({_describe_mesh(axes)})")
+        engine.check_device_count(_product(axes), what)
     _state["mesh"] = dict(axes) or None
 
 
@@ -91,13 +110,7 @@ def _describe_mesh(mesh):
 
 def mesh_shape():
     """``{axis: size}`` in force: the one from ``set_mesh`` or ``{"data": device_num()}``."""
-    mesh = _state["mesh"] or {"data": device_num()}
-    if _product(mesh) != device_num():
-        raise ConfigError(
-            f"flow.config.set_mesh({_describe_mesh(mesh)}): expected the product of the axis sizes to equal the "
-            f"device count {device_num()} (flow.config.gpu_device_num), received a mesh of {_product(mesh)} "
-            f"device(s); set a mesh of {device_num()} devices, or set_mesh() for one 'data' axis over all of them")
-    return dict(mesh)
+    return dict(_state["mesh"] or {"data": device_num()})
 
 
 def set_layout_rules(rules):

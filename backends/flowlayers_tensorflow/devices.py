@@ -1,10 +1,10 @@
 """Devices: GPUs where present, else N logical CPU devices configured before TF initialises.
 
 Which devices exist: on a GPU host, its GPUs.  On a CPU host flowlayers splits
-the CPU into logical devices when it first starts TensorFlow — at the first
-``flow.config.gpu_device_num`` (or mesh, or model) — making
-``max(n, $FLOWLAYERS_CPU_DEVICES)`` of them (8 when the variable is unset: they
-cost nothing while unused).  TF cannot add logical devices once it has started,
+the CPU into logical devices: at the first ``flow.config.gpu_device_num`` (or
+mesh, or model) it records, without starting TensorFlow, that TF is to make
+``max(n, $FLOWLAYERS_CPU_DEVICES)`` of them when it starts (8 when the variable
+is unset: they cost nothing while unused).  TF cannot add logical devices once it has started,
 so from then on only those exist (an 8-device process serves 1-, 2-, 4- and
 8-device runtimes from a prefix).  Where other code started TF before
 flowlayers, TF's own logical CPU devices (usually one) are all there is.
@@ -27,22 +27,23 @@ def devices(n):
     return [f"/device:{'GPU' if tf.config.list_physical_devices('GPU') else 'CPU'}:{i}" for i in range(n)]
 
 
-def _start_cpu(want):
+def _reserve_cpu(want):
+    """Ask TensorFlow for ``want`` logical CPU devices when it starts; it is not started here."""
     cpu = tf.config.list_physical_devices("CPU")[0]
     try:
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * want)
-        _cpu["by"] = "flowlayers"
-    except RuntimeError:
-        _cpu["by"] = "other code"   # TF already started (the user touched TF first): use what it has
-    _cpu["count"] = len(tf.config.list_logical_devices("CPU"))
+        _cpu["by"], _cpu["count"] = "flowlayers", want
+    except RuntimeError:   # TF already started (the user touched TF first): use what it has
+        _cpu["by"], _cpu["count"] = "other code", len(tf.config.list_logical_devices("CPU"))
 
 
 def check(n, what):
     """Raise ConfigError naming ``what`` if this process cannot give ``n`` devices.  On a CPU host the logical
-    devices are made here if TensorFlow has not started yet (``flow.config.gpu_device_num`` calls this)."""
+    devices are asked for here if TensorFlow has not started yet (``flow.config.gpu_device_num`` calls this);
+    nothing is started."""
     gpus = tf.config.list_physical_devices("GPU")
     if not gpus and _cpu["count"] is None:
-        _start_cpu(max(n, int(os.environ.get("FLOWLAYERS_CPU_DEVICES", "") or DEFAULT_CPU_DEVICES)))
+        _reserve_cpu(max(n, int(os.environ.get("FLOWLAYERS_CPU_DEVICES", "") or DEFAULT_CPU_DEVICES)))
     have = len(gpus) or _cpu["count"]
     if n <= have:
         return
