@@ -9,10 +9,12 @@ Settings are validated when given, against each other and against what the
 engine can give, and a rejected one changes nothing.  Setting a value starts
 nothing: the backend answers whether it can give a device count without
 starting its engine (TensorFlow on a CPU host records how many logical devices
-to make when it starts, so a tf.data pipeline run next finds them).  A mesh and
-a device count must agree: set the count first (OneFlow's order), or only a
-mesh (its size is then the count).  What runs takes these settings once, as a
-``Placement`` (``placement()``), when it compiles or is called.
+to make when it starts, so a tf.data pipeline run next finds them).  A mesh
+must fit the device count set before it (OneFlow's order: the count, then the
+mesh); a mesh alone sets the count.  A count set after a mesh of another size
+expects a new mesh next, and is refused where it is used if none came.  What
+runs takes these settings once, as a ``Placement`` (``placement()``), when it
+compiles or is called.
 """
 import os
 import re
@@ -43,11 +45,6 @@ def gpu_device_num(n):
 
     what = f"flow.config.gpu_device_num({n!r})"
     _positive_int(n, what)
-    mesh = _state["mesh"]
-    if mesh and _product(mesh) != n:
-        raise ConfigError(f"{what}: expected {_product(mesh)} devices, the size of the mesh already set "
-                          f"(flow.config.set_mesh({_describe_mesh(mesh)})), received {n}; call "
-                          f"flow.config.set_mesh() first to drop that mesh, or set a mesh of {n} devices after")
     engine.check_device_count(n, what)
     _state["device_num"] = n
 
@@ -86,14 +83,14 @@ def set_mesh(**axes):
     what = f"flow.config.set_mesh({_describe_mesh(axes)})"
     for name, size in axes.items():
         _positive_int(size, f"flow.config.set_mesh({name}=...)")
+    if axes:
+        engine.check_device_count(_product(axes), what)
     count = _state["device_num"]
     if axes and count and _product(axes) != count:
         raise ConfigError(f"{what}: expected the product of the axis sizes to equal the device count {count} "
                           f"already set (flow.config.gpu_device_num({count})), received a mesh of "
                           f"{_product(axes)} device(s); set a mesh of {count} devices, or the device count "
                           f"first")
-    if axes:
-        engine.check_device_count(_product(axes), what)
     _state["mesh"] = dict(axes) or None
 
 
@@ -110,7 +107,13 @@ def _describe_mesh(mesh):
 
 def mesh_shape():
     """``{axis: size}`` in force: the one from ``set_mesh`` or ``{"data": device_num()}``."""
-    return dict(_state["mesh"] or {"data": device_num()})
+    mesh = _state["mesh"] or {"data": device_num()}
+    if _product(mesh) != device_num():     # a count set after a mesh for another count, and no mesh since
+        raise ConfigError(
+            f"flow.config.set_mesh({_describe_mesh(mesh)}): expected the product of the axis sizes to equal the "
+            f"device count {device_num()} (flow.config.gpu_device_num), received a mesh of {_product(mesh)} "
+            f"device(s); set a mesh of {device_num()} devices, or set_mesh() for one 'data' axis over all of them")
+    return dict(mesh)
 
 
 def set_layout_rules(rules):
@@ -153,6 +156,16 @@ def set_seed(seed):
 
 def seed():
     return _state["seed"]
+
+
+def placement(view=None):
+    """The settings in force as one immutable value, for ``view`` (default: the view in force): what a compile,
+    a ``fit`` or a job call takes once and hands down."""
+    from .framework.placement import Placement
+
+    view = view or globals()["view"]()
+    mesh = tuple(mesh_shape().items()) if view == "consistent" else ()
+    return Placement(backend_name(), view, device_num(), mesh, tuple(_state["layout_rules"].items()), seed())
 
 
 def enable_legacy_model_io(val=True):

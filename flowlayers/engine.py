@@ -59,15 +59,17 @@ def check_device_count(n, what):
     engine.check_device_count(n, what)
 
 
-def runtime(view=None):
-    """The runtime for the view, device count and mesh in force, made once and then reused."""
-    view = view or config.view()
-    mesh = tuple(config.mesh_shape().items()) if view == "consistent" else None
-    key = (config.backend_name(), view, config.device_num(), mesh)
+def runtime(placement=None):
+    """The runtime for ``placement`` (default: the settings in force): its backend, view, device count and mesh.
+    Made once and then reused."""
+    placement = placement or config.placement()
+    key = placement.runtime_key
     if key not in _runtimes:
-        engine = backend()
-        if view not in engine.views:
-            raise ConfigError(f"view {view!r}: backend {key[0]!r} runs the views {list(engine.views)}, received "
-                              f"{view!r}; choose one of those or another backend")
-        _runtimes[key] = engine.runtime(view, config.device_num(), mesh)
+        engine = backend(placement.backend)
+        if placement.view not in engine.views:
+            raise ConfigError(f"view {placement.view!r}: backend {placement.backend!r} runs the views "
+                              f"{list(engine.views)}, received {placement.view!r}; choose one of those or another "
+                              f"backend")
+        _runtimes[key] = engine.runtime(placement.view, placement.device_num,
+                                        placement.mesh if placement.consistent else None)
     return _runtimes[key]

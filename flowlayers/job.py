@@ -14,6 +14,7 @@ import numpy as np
 from . import config, dtypes, engine, regularizers, scope
 from .errors import ConfigError, DTypeError, GraphError, InputError, describe_shape
 from .framework.blob import Blob
+from .framework.compiled import Compiled
 from .framework.program import Program
 from .inputs import check_range, index_ranges
 from .layers import base as layer_base
@@ -83,7 +84,7 @@ class JobFunction:
         self.fn, self.job_type, self.config = fn, job_type, cfg
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
-        self._compiled = None   # (runtime, program, executable, return structure, index ranges of inputs)
+        self._compiled = None   # (placement, program, Compiled, return structure, index ranges of inputs)
         sig = inspect.signature(fn)
         hints = typing.get_type_hints(fn) if not _has_string_annotations(fn) else {}
         self.params = []
@@ -113,11 +114,12 @@ class JobFunction:
     def build(self):
         """Build the graph and compile it for the runtime in force (also done by the first call)."""
         view = self.view
+        placement = config.placement(view)
         try:
-            runtime = engine.runtime(view)
+            engine.runtime(placement)
         except ConfigError as e:
             raise ConfigError(f"job function {self.__name__!r}: {e}") from None
-        if self._compiled and self._compiled[0] is runtime:
+        if self._compiled and self._compiled[0] == placement:
             return self._compiled
         with scope.View(view), dtypes.default_float(self.config.data_type if self.config else dtypes.float32):
             _builds.append(_Build(self.job_type))
@@ -145,16 +147,16 @@ class JobFunction:
                           loss=build.loss, optimizer=build.rule, name=self.__name__,
                           gradients=[b for b, _ in build.watched_diff])
         ranges = index_ranges(program.nodes, inputs)
-        self._compiled = (runtime, program, runtime.compile(program), structure, ranges)
+        self._compiled = (placement, program, Compiled(program, placement), structure, ranges)
         return self._compiled
 
     def parallel_plan(self, batch_size=None):
         """What runs where for this job in its view (see ``Model.parallel_plan``); ``batch_size`` defaults to
         the placeholders' own batch dim."""
-        runtime, program = self.build()[:2]
+        compiled = self.build()[2]
         if batch_size is None:
             batch_size = next((ph.shape[0] for _, ph in self.params if ph.shape), None)
-        return report.build(program, runtime, batch_size)
+        return report.build(compiled, batch_size)
 
     def _placeholder(self, name, ph, view):
         if ph.kind == "list" and view != "mirrored":
@@ -169,8 +171,8 @@ class JobFunction:
             names = [n for n, _ in self.params]
             raise InputError(f"job function {self.__name__!r}: expected {len(self.params)} argument(s) {names}, "
                              f"received {len(args)}; call it as {self.__name__}({', '.join(names)})")
-        runtime, program, executable, structure, ranges = self.build()
-        feeds = [_check_feed(self.__name__, name, ph, arg, runtime.num_replicas)
+        _, program, executable, structure, ranges = self.build()
+        feeds = [_check_feed(self.__name__, name, ph, arg, executable.placement.device_num)
                  for (name, ph), arg in zip(self.params, args)]
         for i, node, size, what in ranges:
             check_range(feeds[i], node, size, what, f"job function {self.__name__!r}: placeholder "

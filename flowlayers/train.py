@@ -35,7 +35,7 @@ class CheckPoint:
         Values are drawn when a job next runs, in that job's view and devices.
         """
         for var in list(store.variables.values()) + list(checkpoint.slot_variables(self._optimizers()).values()):
-            var._runtime, var._handle = None, None
+            var.forget()
         for opt, _ in self._optimizers().values():
             opt.iterations = 0
 

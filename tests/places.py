@@ -10,3 +10,9 @@ def consistent(devices, mesh=None, rules=None, seed=0):
     flow.config.set_layout_rules(rules or {})
     flow.clear_session()
     flow.config.set_seed(seed)
+
+
+def shards(var):
+    """The shapes of the blocks of ``var`` its engine holds, one per device, read back from the engine."""
+    runtime, handle = var.location
+    return runtime.shard_shapes(handle)

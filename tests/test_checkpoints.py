@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import flowlayers as flow
+from places import shards
 import flowlayers.typing as tp
 from flowlayers.framework import checkpoint_format as checkpoint
 from flowlayers.framework.variable import store
@@ -83,7 +84,7 @@ def test_hybrid_mesh_checkpoint_loads_in_mirrored_view_on_2_and_1_devices(tmp_pa
     model = mlp()
     fit(model)
     kernel = model.get_layer("dense").weights[0]
-    assert kernel._runtime.shard_shapes(kernel._handle) == [(8, 8)] * 4     # really split over "model"
+    assert shards(kernel) == [(8, 8)] * 4     # really split over "model"
     weights, (slots, step), x = model.get_weights(), optimizer_state(model), resume_fit.data()[0]
     predictions = model.predict(x)
     model.save_weights(tmp_path / "ckpt")
@@ -108,7 +109,7 @@ def test_hybrid_mesh_checkpoint_loads_in_mirrored_view_on_2_and_1_devices(tmp_pa
     back.load_weights(tmp_path / "from_1")
     assert all(np.array_equal(a, b) for a, b in zip(back.get_weights(), weights))
     kernel = back.get_layer("dense").weights[0]
-    assert kernel._runtime.shard_shapes(kernel._handle) == [(8, 8)] * 4
+    assert shards(kernel) == [(8, 8)] * 4
 
 
 def job_function(view):

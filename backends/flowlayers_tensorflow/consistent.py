@@ -28,8 +28,6 @@ from tensorflow.experimental import dtensor
 from tensorflow.python.ops.resource_variable_ops import BaseResourceVariable
 
 from flowlayers.errors import FlowLayersError
-from flowlayers.framework.variable import check_rules, live_variables
-from flowlayers.parallel import plan as planner
 from flowlayers.sbp import Split, broadcast, partial_sum
 
 from . import devices, executable, placements
@@ -123,33 +121,35 @@ class ConsistentRuntime:
         return blocks
 
     # Variables ----------------------------------------------------------
-    def variable_layout(self, var):
-        return self.layout(var.nd_sbp(dict(self.axes)), len(var.shape), self.mesh_for(var.placement))
+    def variable_layout(self, spec):
+        """The DTensor layout of VariableSpec ``spec``: its nd-SBP, on the mesh of its placement."""
+        return self.layout(spec.nd_sbp, len(spec.shape), self.mesh_for(spec.devices))
 
-    def create_variable(self, var, value=None):
-        layout = self.variable_layout(var)
+    def create_variable(self, spec, value=None):
+        """A DVariable for VariableSpec ``spec``, holding ``value`` or drawn anew, in its layout."""
+        layout = self.variable_layout(spec)
         if value is not None:
-            return dtensor.DVariable(self.to_mesh(value, layout), trainable=var.trainable)
-        drawn = self._constants.get(var, layout.to_string(), lambda: self._drawn(var, layout))
-        return dtensor.DVariable(drawn, trainable=var.trainable)
+            return dtensor.DVariable(self.to_mesh(value, layout), trainable=spec.trainable)
+        drawn = self._constants.get(spec, layout.to_string(), lambda: self._drawn(spec, layout))
+        return dtensor.DVariable(drawn, trainable=spec.trainable)
 
-    def _drawn(self, var, layout):
+    def _drawn(self, spec, layout):
         """``var``'s initial value, drawn on the devices, replicated (the same numbers as one device), then sliced
         locally: no host copy.  The seed goes in as two float64 scalars, which DTensor puts on the default mesh
         itself, faster than a ``copy_to_mesh``."""
-        replicated = self.replicated(len(var.shape), layout.mesh)
+        replicated = self.replicated(len(spec.shape), layout.mesh)
         with dtensor.default_mesh(layout.mesh):
-            drawn = dtensor.call_with_layout(self._draw(var), replicated,
-                                             *[tf.constant(s, tf.float64) for s in var.seed()])
+            drawn = dtensor.call_with_layout(self._draw(spec), replicated,
+                                             *[tf.constant(s, tf.float64) for s in spec.seed])
         if layout != replicated:        # (an eager relayout costs even when it moves nothing: 800 in a deep MLP)
             drawn = dtensor.relayout(drawn, layout)
         return drawn
 
-    def _draw(self, var):
+    def _draw(self, spec):
         """One traced draw per initializer, shape and dtype, the seed its input (not one traced and compiled per
         variable: bench/RESULTS_design.md); float64, as DTensor folds small int inputs into the program as
         constants."""
-        sampler, shape, dtype, path = var.initializer.sampler(var.shape), var.shape, var.dtype, var.path
+        sampler, shape, dtype, path = spec.sampler, spec.shape, spec.dtype, spec.path
         key = (repr(sampler), shape, dtype)
         if key not in self._draws:
             # a partial, not a lambda: TF warns of "frequent retracing" by code object, and every key traces once
@@ -207,8 +207,8 @@ class ConsistentRuntime:
         return [names.index(short(d)) for d in mesh.local_devices()]
 
     # Steps --------------------------------------------------------------
-    def compile(self, program):
-        return ConsistentExecutable(self, program)
+    def compile(self, program, plan, seed):
+        return ConsistentExecutable(self, program, plan, seed)
 
     def place(self, feed, nd_sbp):
         """A global host batch -> a DTensor with each device holding its shard only."""
@@ -220,23 +220,13 @@ class ConsistentRuntime:
 
 
 class ConsistentExecutable(BaseExecutable):
-    def __init__(self, runtime, program):
-        super().__init__(runtime, program)
+    def __init__(self, runtime, program, plan, seed):
+        super().__init__(runtime, program, plan, seed)
         # what the update writes from the gradient step's outputs, in their order: by gradient, then by new value
         self._written = list(program.trainable) + [var for var, _ in program.updates]
-        # layout rules and forced signatures are checked here, before any step runs (rules again whenever they change)
-        self._check_rules()
-        self._plan(None)
-
-    def _check_rules(self):
-        check_rules(self.program.variables, dict(self.runtime.axes), live_variables())
 
     def _check_placements(self):
         placements.check_consistent(self.program)
-
-    def _plan(self, batch):
-        p = self.program
-        return planner.plan(p.nodes, self.runtime.axes, batch, p.loss, p.trainable, supports=supports)
 
     def _retrace(self):
         self._fns, self._relayouts, self._updates, self._blocks = {}, {}, {}, None
@@ -266,7 +256,7 @@ class ConsistentExecutable(BaseExecutable):
         """(plans, forward-or-grads fn) for the fed micro-batch sizes (one size: no micro-batches); a plan depends
         on whether its size splits."""
         if sizes not in self._fns:
-            plans = [self._plan(size) for size in sizes]
+            plans = [self.plan(size) for size in sizes]
             jit = self.program.jit_compile or None
             # partials, not lambdas: TF counts traces per code object and warns of "frequent retracing"
             self._fns[sizes] = (plans, tf.function(functools.partial(self._forward, plans), jit_compile=jit,
@@ -280,7 +270,7 @@ class ConsistentExecutable(BaseExecutable):
         still costs tracing and SPMD expansion: 400 in a 200-layer MLP)."""
         values = list(grads) + list(updates)
         if batch not in self._relayouts:
-            targets = [self.runtime.variable_layout(v) for v in self._written]
+            targets = [self._handles[v.path].layout for v in self._written]
             moves = [i for i, t in enumerate(values) if dtensor.fetch_layout(t).to_string() != targets[i].to_string()]
             self._relayouts[batch] = moves and (moves, tf.function(
                 functools.partial(_relayout, [targets[i] for i in moves]), autograph=False))
@@ -290,9 +280,9 @@ class ConsistentExecutable(BaseExecutable):
                 values[i] = moved
         return values[:len(grads)], values[len(grads):]
 
-    def __call__(self, feeds, lr=0.0, step=1):
+    def __call__(self, feeds, handles, lr=0.0, step=1):
         p, rt = self.program, self.runtime
-        self._current_handles()
+        self._bind(handles)
         chunks = _micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
         batch = tuple(len(c[0]) if c and np.ndim(c[0]) else None for c in chunks)     # the micro-batches' sizes
         plans, forward = self._functions(batch)
@@ -348,7 +338,7 @@ class ConsistentExecutable(BaseExecutable):
         whichever op is ready, and stages placed on different devices work on different micro-batches at once."""
         p, rt = self.program, self.runtime
         envs = [dict(zip(p.inputs, feeds)) for feeds in chunks]
-        contexts = [_DTensorContext(p.phase, step, self._seed, rt, plan) for plan in plans]
+        contexts = [_DTensorContext(p.phase, step, self.seed, rt, plan) for plan in plans]
         grads, updates, watched = [], [], []
         if p.loss is not None:
             trainable = [self._handles[v.path] for v in p.trainable]

@@ -9,7 +9,6 @@ last batches.  Then the optimizer rule on every device's copy (a second shared t
 """
 import tensorflow as tf
 
-from flowlayers import config
 from flowlayers.errors import FlowLayersError
 
 from . import placements
@@ -66,35 +65,25 @@ class TFMath:
 
 
 class BaseExecutable:
-    """A Program bound to a runtime; its variables (and optimizer slots) live in that runtime."""
+    """A Program bound to a runtime, with ``plan(batch)`` (consistent view: the front end's Plan for a fed batch
+    size) and the global ``seed`` of dropout; each call is handed its variables' engine handles by path."""
 
-    def __init__(self, runtime, program):
-        self.runtime, self.program = runtime, program
+    def __init__(self, runtime, program, plan, seed):
+        self.runtime, self.program, self.plan, self.seed = runtime, program, plan, seed
         self._check_placements()
         self.slot_vars = program.slots()
-        self._variables = list(program.variables) + [s for slots in self.slot_vars.values() for s in slots]
         self._slot_paths = [s.path for v in program.trainable for s in self.slot_vars[v.path]]
-        self._handles, self._rules = None, None
-        self._seed = config.seed()
+        self._handles = None
 
-    def _current_handles(self):
-        """Engine handles by path, materialised here; when one moved (a view switch and back, new layout
-        rules), ``_retrace`` drops the traced functions that captured the old ones."""
-        rules = config.layout_rules()
-        if rules == self._rules and all(v._runtime is self.runtime and v._handle is self._handles[v.path]
-                                        for v in self._variables):
-            return self._handles    # every step: nothing moved (re-deriving each layout costs ms on big models)
-        if rules != self._rules:
-            self._check_rules()     # before any variable moves: a rejected rule changes nothing
-        handles = {v.path: v._live_handle(self.runtime) for v in self._variables}
-        if self._handles is None or any(handles[k] is not self._handles[k] for k in handles):
-            self._handles = handles
+    def _bind(self, handles):
+        """Take the step's handles; when one is new (a value moved: a view switch and back, new layout rules),
+        ``_retrace`` drops the traced functions that captured the old ones."""
+        if handles is self._handles:
+            return      # every step: nothing moved
+        moved = self._handles is None or any(handles[k] is not self._handles.get(k) for k in handles)
+        self._handles = handles
+        if moved:
             self._retrace()
-        self._rules = rules
-        return handles
-
-    def _check_rules(self):
-        """Layout rules are the consistent view's; other views ignore them."""
 
     def _check_placements(self):
         placements.check_mirrored(self.program)
@@ -157,8 +146,8 @@ class Executable(BaseExecutable):
             self._apply_fn = tf.function(self._apply, autograph=False)
         self._paths = [v.path for v in p.variables]
 
-    def __call__(self, feeds, lr=0.0, step=1):
-        self._current_handles()
+    def __call__(self, feeds, handles, lr=0.0, step=1):
+        self._bind(handles)
         kinds = [x.node.attrs["kind"] for x in self.program.inputs]
         placed = [self.runtime.place(f, kind) for f, kind in zip(feeds, kinds)]
         rows = [len(f) for f, kind in zip(feeds, kinds) if kind != "list"]
@@ -216,7 +205,7 @@ class Executable(BaseExecutable):
         compile it whole.  Returns (element count, gradients of the local loss sum, state updates, outputs).
         With micro-batches, its rows run as that many independent chains that meet in the loss sum."""
         p = self.program
-        ctx = LoweringContext(p.phase, step, self._seed, self.runtime.native_nchw, replica_id)
+        ctx = LoweringContext(p.phase, step, self.seed, self.runtime.native_nchw, replica_id)
         handles = dict(zip(self._paths, variables))
         chunks = _micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
         envs = [dict(zip(p.inputs, chunk)) for chunk in chunks]

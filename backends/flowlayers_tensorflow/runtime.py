@@ -41,13 +41,14 @@ class StrategyRuntime:
         return self.strategy.scope() if self.num_replicas > 1 else tf.device(self.devices[0])
 
     # Variables ----------------------------------------------------------
-    def create_variable(self, var, value=None):
+    def create_variable(self, spec, value=None):
+        """A variable (one copy per replica) for VariableSpec ``spec``, holding ``value`` or drawn anew."""
         with self.scope():
             if value is not None:
                 init = tf.constant(value)
             else:
-                init = self._constants.get(var, None, lambda: initial_value(var))
-            return tf.Variable(init, trainable=var.trainable)
+                init = self._constants.get(spec, None, lambda: initial_value(spec))
+            return tf.Variable(init, trainable=spec.trainable)
 
     def read(self, handle):
         return np.array(handle.numpy())
@@ -64,8 +65,8 @@ class StrategyRuntime:
         return list(range(len(getattr(handle, "values", (handle,)))))
 
     # Steps --------------------------------------------------------------
-    def compile(self, program):
-        return Executable(self, program)
+    def compile(self, program, plan, seed):
+        return Executable(self, program, plan, seed)
 
     def place(self, feed, kind):
         """A host batch -> the step's input: one tensor per device, its rows of the batch (or its own array)."""

@@ -5,8 +5,9 @@ import tensorflow as tf
 from .dtypes import tf_dtype
 
 
-def initial_value(var):
-    return draw(var.initializer.sampler(var.shape), var.shape, var.dtype, tf.constant(var.seed(), tf.int64), var.path)
+def initial_value(spec):
+    """A VariableSpec's initial value, drawn from its sampler and seed."""
+    return draw(spec.sampler, spec.shape, spec.dtype, tf.constant(spec.seed, tf.int64), spec.path)
 
 
 def draw(sampler, shape, dtype, seed, path):
@@ -38,13 +39,12 @@ class SharedConstants:
     def __init__(self, budget=16 << 20):
         self._values, self._left = {}, budget
 
-    def get(self, var, placement, make):
-        """``var``'s initial value at ``placement`` (any hashable), from ``make()``: made once and shared when
-        ``var``'s initializer is a constant, made anew otherwise."""
-        sampler = var.initializer.sampler(var.shape)
-        if sampler[0] != "constant":
+    def get(self, spec, placement, make):
+        """The initial value of VariableSpec ``spec`` at ``placement`` (any hashable), from ``make()``: made once
+        and shared when its initializer is a constant, made anew otherwise."""
+        if spec.sampler[0] != "constant":
             return make()
-        key = (repr(sampler), var.shape, var.dtype.name, placement)
+        key = (repr(spec.sampler), spec.shape, spec.dtype.name, placement)
         if key in self._values:
             return self._values[key]
         value = make()

@@ -1,16 +1,18 @@
 """Variables: logical state with a path (``dense_1/kernel``); the engine holds the values.
 
-A Variable lives in at most one runtime at a time (a view, device count and
-mesh).  Compiling under another runtime moves its value there, so a model
-keeps its weights when the view is switched.
+A Variable is a spec (path, shape, dtype, initializer, layout) and the place its value lives: at most one
+runtime at a time (a view, device count and mesh), in one layout.  Running under another placement moves the
+value there (``handle_in``), so a model keeps its weights when the view is switched.  A backend sees only the
+``VariableSpec`` it is handed and the handles it made.
 """
 import hashlib
 import re
 import weakref
+from dataclasses import dataclass
+from typing import Optional, Tuple
 
 import numpy as np
 
-from .. import config
 from ..errors import DTypeError, SBPError, ShapeError, describe_shape
 from ..sbp import Split, broadcast
 from .graph import current_placement
@@ -28,7 +30,7 @@ class Variable:
         self.path, self.shape, self.dtype = path, tuple(int(d) for d in shape), dtype
         self.initializer, self._trainable = initializer, trainable
         self.frozen = False     # set by its layer's (or model's) trainable = False, as Keras freezes
-        self._runtime, self._handle, self._layout = None, None, None
+        self._home = None       # (runtime, nd-SBP, engine handle) where the value lives, once it lives somewhere
         self.layout_of = None   # another Variable whose layout this one follows (optimizer slots)
         self.distribute = None  # OneFlow's per-variable layout (flow.distribute.split(k)); wins over layout rules
         self.regularizer = None     # a flow.regularizers.* penalty added to the loss while this variable trains
@@ -55,22 +57,21 @@ class Variable:
     def trainable(self, value):
         self._trainable = bool(value)
 
-    def seed(self):
+    def seed(self, global_seed):
         """Two int32 seeds from the global seed and the path: the same draw in every view and device count."""
-        seed = config.seed() if self.random_seed is None else f"own {self.random_seed}"
+        seed = global_seed if self.random_seed is None else f"own {self.random_seed}"
         digest = hashlib.sha256(f"{seed}:{self.path}".encode()).digest()
         return [int.from_bytes(digest[i:i + 4], "little") & 0x7FFFFFFF for i in (0, 4)]
 
     # Layouts ------------------------------------------------------------
-    def mesh_spec(self, mesh):
-        """Mesh-axis name (or None) per tensor dim, from the first matching layout rule.
-
-        ``mesh`` is ``{axis: size}`` (sizes are checked) or a list of axis names.
+    def mesh_spec(self, mesh, rules):
+        """Mesh-axis name (or None) per tensor dim, from the first matching layout rule of ``rules``
+        (``{regex: spec}``).  ``mesh`` is ``{axis: size}`` (sizes are checked) or a list of axis names.
         """
         if self.layout_of is not None:
-            return self.layout_of.mesh_spec(mesh)
+            return self.layout_of.mesh_spec(mesh, rules)
         if self.placement is not None:
-            return self._placed_spec(mesh)
+            return self._placed_spec(rules)
         if self.distribute is not None and self.distribute.axis is not None:
             from .. import distribute
 
@@ -82,16 +83,16 @@ class Variable:
             spec[self.distribute.axis] = distribute.mesh_axis(mesh, what)
             check_spec(repr(self.distribute), tuple(spec), self, mesh)
             return tuple(spec)
-        for pattern, spec in config.layout_rules().items():
+        for pattern, spec in rules.items():
             if re.search(pattern, self.path):
                 check_spec(pattern, spec, self, mesh)
                 return spec
         return (None,) * len(self.shape)
 
-    def _placed_spec(self, mesh):
+    def _placed_spec(self, rules):
         """A variable of a placement on some devices is whole on each of them: a split asked for it is refused."""
         asked = [repr(self.distribute)] if self.distribute is not None and self.distribute.axis is not None else []
-        asked += [repr(p) for p in config.layout_rules() if re.search(p, self.path)]
+        asked += [repr(p) for p in rules if re.search(p, self.path)]
         if asked:
             raise SBPError(f"variable {self.path!r}: placed on devices {list(self.placement)} "
                            f"(flow.scope.placement), expected no split, received {asked[0]}; a variable of a "
@@ -99,35 +100,58 @@ class Variable:
                            f"placement")
         return (None,) * len(self.shape)
 
-    def nd_sbp(self, mesh):
-        spec = self.mesh_spec(mesh)
+    def nd_sbp(self, mesh, rules):
+        spec = self.mesh_spec(mesh, rules)
         return tuple(Split(spec.index(a)) if a in spec else broadcast for a in mesh)
 
-    # Values -------------------------------------------------------------
-    def _live_handle(self, runtime=None):
-        """This variable's engine handle in ``runtime`` (default: the one in force), moving its value there."""
-        from .. import engine
+    def spec(self, placement):
+        """What a backend is handed to make this variable in ``placement``."""
+        return VariableSpec(self.path, self.shape, self.dtype, self.trainable, self.initializer.sampler(self.shape),
+                            tuple(self.seed(placement.seed)), placement.variable_sbp(self), self.placement)
 
-        runtime = runtime or self._runtime or engine.runtime()
-        layout = self.nd_sbp(dict(runtime.axes)) if runtime.view == "consistent" else None   # rules may change
-        if self._runtime is not runtime or self._layout != layout:
-            value = self._runtime.read(self._handle) if self._runtime is not None else None
-            self._handle = runtime.create_variable(self, value)
-            self._runtime, self._layout = runtime, layout
-        return self._handle
+    # Values -------------------------------------------------------------
+    def handle_in(self, runtime, placement):
+        """This variable's engine handle in ``runtime``, laid out as ``placement`` says; a value living in another
+        runtime or layout (a view switch, new layout rules) moves here, and one living nowhere is drawn."""
+        layout = placement.variable_sbp(self)
+        home = self._home
+        if home is None or home[0] is not runtime or home[1] != layout:
+            value = home[0].read(home[2]) if home is not None else None
+            self._home = (runtime, layout, runtime.create_variable(self.spec(placement), value))
+        return self._home[2]
+
+    def holds(self, handle):
+        """Whether ``handle`` is where this variable's value lives now."""
+        return self._home is not None and self._home[2] is handle
+
+    @property
+    def location(self):
+        """``(runtime, engine handle)`` where the value lives, or None before it lives anywhere."""
+        return self._home and self._home[::2]
+
+    def forget(self):
+        """Drop the value: the next step draws it again from the initializer."""
+        self._home = None
+
+    def _held(self):
+        """(runtime, handle), drawing the value in the placement in force if it lives nowhere yet."""
+        if self._home is None:
+            from .. import config, engine
+
+            placement = config.placement()
+            self.handle_in(engine.runtime(placement), placement)
+        return self.location
 
     def numpy(self):
         """The full logical value as a numpy array (gathered from every device)."""
-        if self._runtime is None:
-            self._live_handle()
-        return self._runtime.read(self._handle)
+        runtime, handle = self._held()
+        return runtime.read(handle)
 
     def assign(self, value):
         """Set the full logical value; the engine reshards it to this variable's layout."""
         value = self.checked(value)
-        if self._runtime is None:
-            self._live_handle()
-        self._runtime.write(self._handle, value)
+        runtime, handle = self._held()
+        runtime.write(handle, value)
 
     def checked(self, value):
         """``value`` as this variable takes it: its shape, and its dtype (numbers of the same kind are cast)."""
@@ -170,19 +194,17 @@ def check_spec(pattern, spec, var, mesh):
                                f"or leave this variable replicated")
 
 
-def check_rules(variables, mesh, others=()):
-    """Every layout rule must fit each of ``variables`` it matches and match one of them or of ``others``
-    (other live variables: a rule may be meant for another model).  Runs before any step."""
-    variables = [v for v in variables if v.layout_of is None]
-    for v in variables:
-        v.mesh_spec(mesh)
-    candidates = variables + [v for v in others if v.layout_of is None]
-    for pattern in config.layout_rules():
-        if not any(re.search(pattern, v.path) for v in candidates):
-            paths = sorted({v.path for v in variables})
-            raise SBPError(f"layout rule {pattern!r}: expected to match at least one variable, received none among "
-                           f"{paths[:8]}{' ...' if len(paths) > 8 else ''} (rules match variable paths with "
-                           f"re.search); fix the pattern or remove the rule")
+@dataclass(frozen=True)
+class VariableSpec:
+    """A variable as a backend receives it: everything it needs to make, draw and lay out the value."""
+    path: str
+    shape: Tuple
+    dtype: object             # a flowlayers dtype (``.name``, ``.numpy``)
+    trainable: bool
+    sampler: Tuple            # the initializer's (kind, params): "constant", "uniform", "normal", "truncated_normal"
+    seed: Tuple               # two int32 seeds: the same draw in every view, device count and mesh
+    nd_sbp: Optional[Tuple]   # one SBP per mesh axis (consistent view), or None (whole on every replica)
+    devices: Optional[Tuple]  # the device indices of a placement on some devices, or None (all)
 
 
 class VariableStore:

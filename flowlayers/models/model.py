@@ -12,10 +12,11 @@ The same model runs in every view; the view in force when ``compile``
 """
 import contextlib
 
-from .. import dtypes, engine, losses as losses_mod, metrics as metrics_mod, optimizers as optimizers_mod, regularizers
+from .. import config, dtypes, losses as losses_mod, metrics as metrics_mod, optimizers as optimizers_mod, regularizers
 from ..errors import GraphError, InputError, ShapeError, describe_shape
 from ..framework import checkpoint_format as checkpoint
 from ..framework.blob import Blob
+from ..framework.compiled import Compiled
 from ..framework.graph import Call, apply, layer_scope, placement_scope, record_call, topo_sort, units
 from ..framework.program import Program
 from ..ops import source
@@ -295,10 +296,10 @@ class Model:
         """The compiled step for ``phase`` in the runtime in force (built once per runtime, per set of trainable
         weights - freezing a layer takes effect at the next fit, as a compile does in Keras - and with or without
         sample weights)."""
-        runtime = engine.runtime()
-        key = (phase, id(runtime), tuple(w.trainable for w in self.weights) if phase == "train" else (), weighted)
+        placement = config.placement()
+        key = (phase, placement, tuple(w.trainable for w in self.weights) if phase == "train" else (), weighted)
         if key not in self._programs:
-            self._programs[key] = runtime.compile(self._program(phase, weighted))
+            self._programs[key] = Compiled(self._program(phase, weighted), placement)
         return self._programs[key]
 
     def _program(self, phase, weighted=False):
@@ -400,7 +401,7 @@ class Model:
         """
         self._require_built("parallel_plan")
         phase = "train" if self.loss is not None and self.optimizer is not None else "predict"
-        return report.build(self._executable(phase).program, engine.runtime(), batch_size)
+        return report.build(self._executable(phase), batch_size)
 
     def summary(self, print_fn=print):
         self._require_built("summary")

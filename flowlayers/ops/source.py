@@ -1,4 +1,5 @@
 """Source nodes: placeholders (inputs fed per step) and variables (state held by the engine)."""
+from .. import config
 from ..framework.graph import apply
 from ..framework.op_def import OpDef
 from ..parallel.propagate import mesh_axes
@@ -25,5 +26,5 @@ def variable(var):
     attrs = {"variable": var}
     axes = mesh_axes()
     if axes is not None:
-        attrs["sbp"] = var.nd_sbp(dict(axes))
+        attrs["sbp"] = var.nd_sbp(dict(axes), config.layout_rules())
     return apply(VARIABLE, [], attrs, var.path)

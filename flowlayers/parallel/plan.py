@@ -45,10 +45,18 @@ class Plan:
         return self.wanted.get((node, i), self.sbp[node.inputs[i]])
 
 
-def source_sbp(node, axes, batch=None):
-    """nd-SBP of a placeholder (given the fed batch size) or a variable."""
-    if node.op.kind == "variable":
-        return node.attrs["variable"].nd_sbp(dict(axes))
+def sources(variable_sbp):
+    """``source_sbp(node, axes, batch)`` for ``plan``: a variable's nd-SBP from ``variable_sbp(var)`` (its layout
+    on the placement planned for), a placeholder's from ``placeholder_sbp``."""
+    def source_sbp(node, axes, batch=None):
+        if node.op.kind == "variable":
+            return variable_sbp(node.attrs["variable"])
+        return placeholder_sbp(node, axes, batch)
+    return source_sbp
+
+
+def placeholder_sbp(node, axes, batch=None):
+    """A placeholder's batch split over the ``data`` axis (given the fed batch size, when it divides)."""
     shape = node.outputs[0].shape
     batch = shape[0] if batch is None and shape else batch
     return tuple(Split(0) if a == "data" and shape and (batch is None or batch % n == 0) else broadcast
@@ -72,8 +80,9 @@ class _Node:
         self.op, self.attrs, self.name, self.inputs = node.op, node.attrs, node.name, inputs
 
 
-def plan(nodes, axes, batch=None, loss=None, trainable=(), source_sbp=source_sbp, supports=None, rounds=3):
-    """A Plan for ``nodes`` on mesh ``axes`` ([(name, size), ...]) with ``batch`` rows fed.
+def plan(nodes, axes, batch, loss, trainable, source_sbp, supports=None, rounds=3):
+    """A Plan for ``nodes`` on mesh ``axes`` ([(name, size), ...]) with ``batch`` rows fed; ``source_sbp(node,
+    axes, batch)`` lays out the placeholders and variables (``sources``).
 
     The first round is greedy (each op's cheapest signature given its inputs); later rounds also count the
     Boxing of each op's outputs to what its consumers wanted in the round before, until nothing changes.

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import Tuple
 
 from ..errors import describe_shape
-from ..sbp import Split, broadcast, format_nd
-from . import plan as planner
+from ..sbp import broadcast, format_nd
 
 
 @dataclass(frozen=True)
@@ -82,26 +81,17 @@ def _table(rows):
     return [line(rows[0]), "-" * len(line(rows[0]))] + [line(r) for r in rows[1:]]
 
 
-def _mirrored_source(node, axes, batch=None):
-    """Mirrored view: every replica holds whole variables; the batch is split over the replicas."""
-    if node.op.kind == "variable":
-        return (broadcast,)
-    return (Split(0),) if node.outputs[0].shape else (broadcast,)
-
-
-def build(program, runtime, batch):
-    """The ParallelPlan of ``program`` in ``runtime``; variables (and optimizer slots) are materialised there."""
-    consistent, axes = runtime.view == "consistent", runtime.axes
-    p = planner.plan(program.nodes, axes, batch, program.loss, program.trainable,
-                     source_sbp=planner.source_sbp if consistent else _mirrored_source,
-                     supports=getattr(runtime, "supports", None))
-    variables = list(program.variables) + [s for slots in program.slots().values() for s in slots]
+def build(compiled, batch):
+    """The ParallelPlan of a Compiled program for ``batch`` fed rows: its plan, and per variable (and optimizer
+    slot) the shards its engine holds."""
+    runtime, placement = compiled.runtime, compiled.placement
+    handles = compiled.handles()          # materialised in the runtime: the shards are read back
     placements = {}
-    for var in variables:
-        shards = tuple(tuple(s) for s in runtime.shard_shapes(var._live_handle(runtime)))
+    for var in compiled.variables:
+        shards = tuple(tuple(s) for s in runtime.shard_shapes(handles[var.path]))
         itemsize = var.dtype.numpy.itemsize
         largest = max(shards, key=math.prod)
-        nd = var.nd_sbp(dict(axes)) if consistent else (broadcast,)
+        nd = placement.variable_sbp(var) if placement.consistent else (broadcast,)
         placements[var.path] = VariablePlacement(var.shape, nd, largest, shards, math.prod(largest) * itemsize,
-                                                 itemsize, tuple(runtime.holders(var._live_handle(runtime))))
-    return ParallelPlan(runtime.view, axes, batch, placements, p.boxing)
+                                                 itemsize, tuple(runtime.holders(handles[var.path])))
+    return ParallelPlan(placement.view, placement.axes, batch, placements, compiled.plan(batch).boxing)

@@ -29,8 +29,11 @@ def test_heads_split_over_model_train_to_one_device_weights():
     reference = one_device.get_weights()
     model, got = train(4, {"data": 2, "model": 2}, flow.parallel.attention_rules())
     np.testing.assert_allclose(got["loss"], want["loss"], rtol=1e-5)
-    for a, b in zip(model.get_weights(), reference):
-        np.testing.assert_allclose(a, b, atol=1e-5)
+    for w, a, b in zip(model.weights, model.get_weights(), reference):
+        # a key bias adds q.b to every score of a query, which the softmax ignores: its gradient is zero but for
+        # rounding, which Adam scales up to steps of about lr in either direction, in every view alike
+        if not w.path.endswith("key/bias"):
+            np.testing.assert_allclose(a, b, atol=1e-5)
     plan = model.parallel_plan(batch_size=4)
     for block in ("b0_attn", "b1_attn"):
         assert plan.variables[f"{block}/query/kernel"].shard_shape == (8, 2, 2)

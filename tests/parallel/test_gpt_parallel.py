@@ -60,8 +60,8 @@ def test_zero_sharding_equals_one_device_and_holds_a_quarter_per_device():
     holds about a quarter and training equals one device."""
     one, want = train(1, {}, {})
     reference = one.get_weights()
-    flow.config.set_mesh(data=4)
     flow.config.gpu_device_num(4)
+    flow.config.set_mesh(data=4)
     model, got = train(4, {"data": 4}, flow.parallel.zero_rules(one))
     np.testing.assert_allclose(got["loss"], want["loss"], rtol=1e-5)
     for w, a, b in zip(model.weights, model.get_weights(), reference):

@@ -84,7 +84,7 @@ def test_a_loss_on_all_devices_after_a_placement_is_refused_before_any_step():
     with pytest.raises(flow.ConfigError, match=r"op 'sparse_softmax_cross_entropy' runs on all devices but reads "
                                                r"'output/bias_add' made under flow.scope.placement on devices 0:1"):
         job(X, Y)
-    assert "hidden/kernel" not in store.variables or store.variables["hidden/kernel"]._runtime is None
+    assert "hidden/kernel" not in store.variables or store.variables["hidden/kernel"].location is None
 
 
 def test_placements_of_different_sizes_in_one_step_are_refused():

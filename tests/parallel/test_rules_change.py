@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import flowlayers as flow
+from places import shards
 
 
 def model():
@@ -40,7 +41,7 @@ def test_rules_set_after_training_are_checked_then_applied():
     flow.config.set_layout_rules({"hidden/kernel": (None, "data")})
     m.fit(x, y, batch_size=8, verbose=0, shuffle=False)
     kernel = m.get_layer("hidden").weights[0]
-    assert kernel._runtime.shard_shapes(kernel._handle) == [(8, 2), (8, 2)]
+    assert shards(kernel) == [(8, 2), (8, 2)]
     m.fit(x, y, batch_size=8, verbose=0, shuffle=False)
     for a, b in zip(m.get_weights(), reference.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

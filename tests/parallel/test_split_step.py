@@ -78,9 +78,9 @@ def fuse_the_consistent_step():
 
     def fused(self, plans, chunks, step):
         outs, grads, updates = split_forward(self, plans, chunks, step)
-        p, rt = self.program, self.runtime
-        grads = [dtensor.relayout(g, rt.variable_layout(v)) for g, v in zip(grads, p.trainable)]
-        updates = [dtensor.relayout(u, rt.variable_layout(v)) for u, (v, _) in zip(updates, p.updates)]
+        p = self.program
+        grads = [dtensor.relayout(g, self._handles[v.path].layout) for g, v in zip(grads, p.trainable)]
+        updates = [dtensor.relayout(u, self._handles[v.path].layout) for u, (v, _) in zip(updates, p.updates)]
         lr = tf.constant(p.optimizer.current_learning_rate(), tf.float32)
         self._apply_copies(self._handles, grads, updates, lr, step)
         return outs, [], []

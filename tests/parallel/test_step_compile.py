@@ -89,10 +89,11 @@ def test_variables_sharing_an_initial_value_stay_apart(view, n):
     flow.config.gpu_device_num(n)
     zeros = flow.initializers.get(flow.zeros_initializer())
     a, b = (flow.Variable(name, (4, 4), flow.float32, zeros) for name in ("shared_a", "shared_b"))
-    runtime = engine.runtime()
-    handles = [v._live_handle(runtime) for v in (a, b)]
+    placement = flow.config.placement()
+    runtime = engine.runtime(placement)
+    handles = [v.handle_in(runtime, placement) for v in (a, b)]
     handles[0].assign_add(tf.ones((4, 4)) if view != "consistent" else
-                          runtime.to_mesh(np.ones((4, 4), np.float32), runtime.variable_layout(a)))
+                          runtime.to_mesh(np.ones((4, 4), np.float32), handles[0].layout))
     a.assign(a.numpy() * 3)
     np.testing.assert_array_equal(a.numpy(), np.full((4, 4), 3.0))
     np.testing.assert_array_equal(b.numpy(), np.zeros((4, 4)))

@@ -56,7 +56,7 @@ def fit(model):
 
 def relayouts(model):
     """(layout, input shape) of every DTensor Relayout in the traced gradient step of ``model``."""
-    fn = model._executable("train")._fns[(BATCH,)][1]
+    fn = model._executable("train").executable._fns[(BATCH,)][1]
     return collections.Counter((op.get_attr("layout").decode(), tuple(op.inputs[0].shape))
                                for c in fn._list_all_concrete_functions() for op in c.graph.get_operations()
                                if op.type == "Relayout")

@@ -1,0 +1,51 @@
+"""A Program compiled for one Placement: planned once, its variables bound, the backend's step called.
+
+The front end does everything that is not the engine's: it checks the layout rules, runs the planner (against
+what the backend declares it ``supports``) and keeps one plan per fed batch size, which the backend's executable,
+``model.summary()`` and ``parallel_plan()`` all read; it makes sure every variable's value lives in the runtime,
+in the layout the placement gives it, and hands the engine handles to each step.
+"""
+from .. import engine
+from ..parallel import plan as planner
+from ..sbp import Split, broadcast
+from .variable import live_variables
+
+
+class Compiled:
+    def __init__(self, program, placement):
+        self.program, self.placement = program, placement
+        self.runtime = engine.runtime(placement)
+        placement.check_rules(program.variables, live_variables())     # before any variable moves
+        self.slot_vars = program.slots()
+        self.variables = list(program.variables) + [s for slots in self.slot_vars.values() for s in slots]
+        self._plans, self._handles = {}, None
+        self._sources = planner.sources(placement.variable_sbp) if placement.consistent else _replicas
+        if placement.consistent:
+            self.plan(None)     # forced signatures and constraints are checked before any step
+        self.executable = self.runtime.compile(program, self.plan if placement.consistent else None, placement.seed)
+
+    def plan(self, batch=None):
+        """The Plan for ``batch`` fed rows (None: the placeholders' own batch dims), made once per size."""
+        if batch not in self._plans:
+            p = self.program
+            self._plans[batch] = planner.plan(p.nodes, self.placement.axes, batch, p.loss, p.trainable,
+                                              self._sources, getattr(self.runtime, "supports", None))
+        return self._plans[batch]
+
+    def handles(self):
+        """``{path: engine handle}`` of the program's variables and optimizer slots, each moved into this runtime
+        and layout if it lives elsewhere (a view switch and back, a value loaded elsewhere, new rules)."""
+        cached = self._handles
+        if cached is None or not all(v.holds(cached[v.path]) for v in self.variables):
+            self._handles = {v.path: v.handle_in(self.runtime, self.placement) for v in self.variables}
+        return self._handles
+
+    def __call__(self, feeds, lr=0.0, step=1):
+        return self.executable(feeds, self.handles(), lr, step)
+
+
+def _replicas(node, axes, batch=None):
+    """The mirrored view as a plan sees it: every replica holds whole variables; the batch is split over them."""
+    if node.op.kind == "variable":
+        return (broadcast,)
+    return (Split(0),) if node.outputs[0].shape else (broadcast,)
