@@ -346,7 +346,7 @@ class ConsistentExecutable(BaseExecutable):
                 tape.watch(trainable)       # also variables made while frozen (created with trainable=False)
                 sums, counts = [], []
                 for env, ctx in zip(envs, contexts):
-                    run_graph(p.nodes, env, self._handles, ctx, p.results)
+                    run_graph(p, env, self._handles, ctx)
                     loss = tf.cast(env[p.loss], tf.float32)
                     with dtensor.default_mesh(rt.mesh_for(p.loss.node.placement)):    # where the loss is
                         sums.append(tf.reduce_sum(loss))
@@ -358,7 +358,7 @@ class ConsistentExecutable(BaseExecutable):
             grads = [_unfolded(tf.convert_to_tensor(g)) for g in grads]
             grads, watched = grads[:len(trainable)], grads[len(trainable):]
         else:
-            run_graph(p.nodes, envs[0], self._handles, contexts[0], p.results)
+            run_graph(p, envs[0], self._handles, contexts[0])
         updates = [_unfolded(envs[0][b]) for _, b in p.updates]
         outs = []
         for blob, mode in zip(p.outputs, p.output_modes):

@@ -215,7 +215,7 @@ class Executable(BaseExecutable):
                 tape.watch([handles[v.path] for v in p.trainable])   # also variables made while frozen
                 sums, counts = [], []
                 for env in envs:
-                    run_graph(p.nodes, env, handles, ctx, p.results)
+                    run_graph(p, env, handles, ctx)
                     loss = tf.cast(env[p.loss], tf.float32)
                     sums.append(tf.reduce_sum(loss))
                     counts.append(tf.cast(tf.size(loss), tf.float32))
@@ -225,7 +225,7 @@ class Executable(BaseExecutable):
             grads = [tf.convert_to_tensor(g) for g in grads]
             grads, watched = grads[:len(p.trainable)], grads[len(p.trainable):]
         else:
-            run_graph(p.nodes, envs[0], handles, ctx, p.results)
+            run_graph(p, envs[0], handles, ctx)
         updates = [envs[0][b] for _, b in p.updates]
         outs = [summed([tf.reduce_sum(env[b]) for env in envs]) if mode == "sum" else envs[0][b]
                 for b, mode in zip(p.outputs, p.output_modes)]

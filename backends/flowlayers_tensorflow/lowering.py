@@ -10,7 +10,6 @@ import re
 import tensorflow as tf
 
 from flowlayers.errors import EngineError, FlowLayersError
-from flowlayers.framework.graph import recompute_units
 from flowlayers.sbp import Split
 
 from .kernels import KERNELS
@@ -76,11 +75,11 @@ class LoweringContext:
         return contextlib.nullcontext()
 
 
-def run_graph(nodes, env, handles, ctx, keep=()):
-    """Fill ``env`` (Blob -> tensor) for every node; placeholders must already be in it.  In a training step the
-    nodes of a ``flow.recompute`` segment run as one recomputed function, returning what is used after it: by
-    nodes outside it or, ``keep``, by the step (outputs, loss, state updates)."""
-    units = recompute_units(nodes) if ctx.phase == "train" else nodes
+def run_graph(program, env, handles, ctx):
+    """Fill ``env`` (Blob -> tensor) for every node of ``program``; placeholders must already be in it.  In a
+    training step the nodes of a ``flow.recompute`` segment (``program.units``) run as one recomputed function,
+    returning what is used after it: by nodes outside it or by the step (``program.results``)."""
+    nodes, units, keep = program.nodes, program.units, program.results
     if len(units) == len(nodes):
         for node in nodes:
             _run_node(node, env, handles, ctx)

@@ -14,7 +14,7 @@ from typing import List, Optional
 
 from ..errors import GraphError
 from .blob import Blob
-from .graph import topo_sort
+from .graph import recompute_units, topo_sort
 from .variable import Variable
 
 MODES = ("numpy", "list", "sum")
@@ -36,6 +36,8 @@ class Program:
     nodes: list = field(init=False)
     variables: List[Variable] = field(init=False)
     updates: list = field(init=False)
+    units: list = field(init=False)   # the nodes in order, each flow.recompute segment gathered in one list
+                                      # (a training step runs it as one recomputed function); else the nodes
 
     def __post_init__(self):
         if self.gradients and self.loss is None:
@@ -46,6 +48,7 @@ class Program:
             if node.op.kind == "placeholder" and not any(node is x.node for x in self.inputs):
                 raise GraphError(f"placeholder {node.name!r} is needed by the outputs but is not an input of "
                                  f"{self.name!r}; pass it in inputs=[...]")
+        self.units = recompute_units(self.nodes) if self.phase == "train" else list(self.nodes)
         self.variables = _unique(n.attrs["variable"] for n in self.nodes if n.op.kind == "variable")
         self.updates = [(var, node.outputs[i]) for node in self.nodes if self.phase == "train"
                         for i, var in node.attrs.get("updates", {}).items()
