@@ -110,3 +110,21 @@ def test_no_backend_module_reads_the_config_or_front_end_private_state():
             if isinstance(node, ast.Attribute) and node.attr in ("_home", "_state", "_live_handle", "_runtime"):
                 offenders.append(f"{path.name}:{node.lineno} reads .{node.attr}")
     assert not offenders, offenders
+
+
+def test_the_tensorflow_backend_satisfies_the_contract():
+    from flowlayers import contract
+    from flowlayers_tensorflow import Backend
+    from flowlayers_tensorflow.kernels import KERNELS
+
+    backend = Backend()
+    assert isinstance(backend, contract.Backend)
+    assert contract.check_backend(backend, KERNELS) == []
+    assert contract.check_backend(object(), {})[:1] == ["Backend.name"]
+    assert "kernel 'matmul'" in contract.check_backend(backend, {})
+    flow.config.set_view("consistent")
+    flow.config.gpu_device_num(2)
+    x = flow.Input((4,))
+    model = flow.Model(x, flow.layers.Dense(3)(x))
+    compiled = model._executable("predict")
+    assert isinstance(compiled.runtime, contract.Runtime) and isinstance(compiled.executable, contract.Executable)

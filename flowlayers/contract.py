@@ -1,0 +1,135 @@
+"""The backend contract: what an engine plugin supplies, and everything it is handed, as typed protocols.
+
+A backend is found through the entry-point group ``flowlayers.backends`` (its entry point names a class that
+satisfies ``Backend``).  It imports from flowlayers only this module, ``flowlayers.errors`` and ``flowlayers.sbp``;
+everything else reaches it as arguments: a ``Placement``'s values (view, device count, mesh, seed), a
+``VariableSpec`` per variable, the ``Program`` to compile with its plan, and the engine handles of each step's
+variables.  ``docs/backends.md`` walks through it; ``check_backend`` states what a test can check of any backend.
+
+The front end owns what is not the engine's: settings, layout rules, the planner, where each variable's value
+lives (moving it between runtimes when the view changes), optimizer rules, checkpoints.  A backend owns values on
+devices, compiled steps, and the communication its plan asks for.
+"""
+from typing import Any, Callable, List, Mapping, Optional, Protocol, Sequence, Tuple, runtime_checkable
+
+from .framework.placement import Placement
+from .framework.program import Program
+from .framework.variable import VariableSpec
+from .parallel.plan import Boxing, Plan
+
+Handle = Any            # the engine's own variable object, opaque to the front end
+Axes = List[Tuple[str, int]]
+
+__all__ = ["Backend", "Runtime", "Executable", "Kernel", "KernelContext", "ArrayNamespace", "Handle", "Placement",
+           "Program", "VariableSpec", "Plan", "Boxing", "op_names", "check_backend"]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+    views: Tuple[str, ...]      # the views it runs: "consistent", "mirrored" (declared, not discovered)
+
+    def runtime(self, view: str, device_num: int, mesh: Optional[Tuple[Tuple[str, int], ...]]) -> "Runtime":
+        """A runtime for one view, device count and (consistent view) mesh ``((axis, size), ...)``; made once per
+        distinct tuple and reused.  A one-device consistent runtime keeps the mesh's axis names, each of size 1."""
+
+    def check_device_count(self, n: int, what: str) -> None:
+        """Raise ``flow.ConfigError`` naming ``what`` if ``n`` devices cannot be had in this process.  Called by
+        ``flow.config.gpu_device_num``/``set_mesh``: it must not start the engine (it may reserve devices)."""
+
+
+@runtime_checkable
+class Runtime(Protocol):
+    view: str                   # "consistent" | "mirrored"
+    axes: Axes                  # consistent: the mesh; mirrored: [("replica", n)]
+    num_replicas: int           # devices
+
+    def create_variable(self, spec: VariableSpec, value: Optional[Any] = None) -> Handle:
+        """A variable laid out as ``spec.nd_sbp`` on ``spec.devices`` (None: all), holding the whole logical
+        ``value`` (numpy) resharded, or, without one, drawn from ``spec.sampler`` with ``spec.seed``: the same
+        numbers in every view, device count and mesh."""
+
+    def read(self, handle: Handle) -> Any:
+        """The whole logical value as a numpy array, gathered from the devices."""
+
+    def write(self, handle: Handle, value: Any) -> None:
+        """Set the whole logical value (numpy, the variable's shape and dtype), resharded to its layout."""
+
+    def shard_shapes(self, handle: Handle) -> List[Tuple[int, ...]]:
+        """The shape each holding device really holds, read from the engine (``parallel_plan``)."""
+
+    def holders(self, handle: Handle) -> List[int]:
+        """Indices of the devices holding the variable."""
+
+    def compile(self, program: Program, plan: Optional[Callable[[Optional[int]], Plan]], seed: int) -> "Executable":
+        """An executable for ``program``.  ``plan(batch)`` (consistent view; None in the mirrored view) is the
+        front end's Plan for a fed batch size, made once per size; ``seed`` is the global seed dropout draws with.
+
+        Optional on a consistent runtime: ``supports(op_name, signature) -> bool``, the signatures the engine can
+        realise; the planner offers only those."""
+
+
+@runtime_checkable
+class Executable(Protocol):
+    program: Program
+
+    def __call__(self, feeds: Sequence[Any], handles: Mapping[str, Handle], lr: float = 0.0,
+                 step: int = 1) -> List[Any]:
+        """Run one step: ``feeds`` one numpy array (a ``list`` input: one per device) per ``program.inputs``;
+        ``handles`` the engine handle of every variable and optimizer slot by path (the same mapping object while
+        nothing moved; a new one after a value moved, and then traced steps holding the old ones are stale).
+        Returns one host value per output in ``program.output_modes``, then the watched gradients
+        (``program.gradients``) as logical arrays."""
+
+
+class KernelContext(Protocol):
+    """What a kernel may ask of the step it runs in."""
+    phase: str
+
+    def training(self, flag: Optional[bool]) -> bool: ...
+    def random_uniform(self, shape, op_name: str, op_seed=None): ...    # keyed by (seed, op, step, replica)
+    def constant(self, value, dtype): ...
+    def input_sbp(self, node, i: int) -> Optional[Tuple]: ...          # the nd-SBP input i arrives in
+    def splits(self, node, i: int, dim: int) -> bool: ...
+    def lay_out(self, tensor, nd_sbp): ...                               # a kernel's own intermediate
+    def pin(self, blob, tensor): ...
+    def box(self, node, i: int, tensor): ...
+
+
+class Kernel(Protocol):
+    """Lowers one node (``node.op.name``, ``node.attrs``) to engine ops: returns its output, or a tuple."""
+
+    def __call__(self, node, *inputs, ctx: KernelContext): ...
+
+
+class ArrayNamespace(Protocol):
+    """What optimizer rules compute with (``Optimizer.apply_gradient(xp, ...)``).
+
+    Variables and slots reach a rule as references: reading one (arithmetic on it) reads its current value, and
+    ``assign(ref, value)`` replaces it.  An engine that updates in place passes its variables; one that cannot (a
+    functional engine) passes ``flowlayers.optimizers.functional.Ref`` boxes and takes their final values (see
+    ``FunctionalMath``).  Optional whole-rule kernels: ``apply_sgd``, ``apply_adam`` (``Optimizer.update``)."""
+
+    def sqrt(self, x): ...
+    def minimum(self, a, b): ...
+    def maximum(self, a, b): ...
+    def clip(self, x, lo, hi): ...
+    def assign(self, ref, value) -> None: ...
+
+
+def op_names():
+    """The names of every op the front end builds (``flowlayers/ops``): what a backend's kernel table covers,
+    besides custom ops registered by users."""
+    from . import ops
+
+    return sorted(name for name, op in ops.by_name().items() if op.kind in ("compute", "constant", "constraint"))
+
+
+def check_backend(backend, kernels=None):
+    """What any backend must show without running a model: the protocol's members, views the front end knows, and
+    (``kernels``: its table by op name) a kernel for every front-end op.  Returns a list of what is missing."""
+    missing = [f"Backend.{m}" for m in ("name", "views", "runtime", "check_device_count") if not hasattr(backend, m)]
+    missing += [f"view {v!r}" for v in getattr(backend, "views", ()) if v not in ("consistent", "mirrored")]
+    if kernels is not None:
+        missing += [f"kernel {name!r}" for name in op_names() if name not in kernels]
+    return missing

@@ -1,0 +1,85 @@
+"""Optimizer rules for engines without in-place update: each variable and slot goes into the rule as a ``Ref``,
+a reference whose arithmetic reads its current value, ``assign`` replaces that value, and the step returns the
+final ones.  With numpy it is also a float64 reference of every rule, with no engine at all.
+
+    xp = FunctionalMath(numpy)       # or jax.numpy, inside a traced step
+    values, slots = functional.step(optimizer, xp, variables, values, grads, slots, lr, step)
+"""
+
+
+class Ref:
+    """A variable or slot inside a functional update: reading it reads ``value``; ``FunctionalMath.assign``
+    replaces ``value`` (later reads see the new one, as they would on an engine that writes in place)."""
+    __slots__ = ("value",)
+    __array_ufunc__ = None          # numpy hands ``array - ref`` to Ref.__rsub__ instead of looping over objects
+
+    def __init__(self, value):
+        self.value = value
+
+    def __add__(self, other):
+        return self.value + _read(other)
+
+    def __radd__(self, other):
+        return _read(other) + self.value
+
+    def __sub__(self, other):
+        return self.value - _read(other)
+
+    def __rsub__(self, other):
+        return _read(other) - self.value
+
+    def __mul__(self, other):
+        return self.value * _read(other)
+
+    def __rmul__(self, other):
+        return _read(other) * self.value
+
+    def __truediv__(self, other):
+        return self.value / _read(other)
+
+    def __rtruediv__(self, other):
+        return _read(other) / self.value
+
+    def __neg__(self):
+        return -self.value
+
+
+def _read(x):
+    return x.value if isinstance(x, Ref) else x
+
+
+class FunctionalMath:
+    """The array namespace of ``Optimizer.apply_gradient`` over an array module (numpy, jax.numpy): new arrays
+    only, no array written in place."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def sqrt(self, x):
+        return self.module.sqrt(_read(x))
+
+    def minimum(self, a, b):
+        return self.module.minimum(_read(a), _read(b))
+
+    def maximum(self, a, b):
+        return self.module.maximum(_read(a), _read(b))
+
+    def clip(self, x, lo, hi):
+        return self.module.clip(_read(x), lo, hi)
+
+    def assign(self, ref, value):
+        ref.value = self.module.asarray(_read(value), dtype=ref.value.dtype)
+
+
+def step(optimizer, xp, variables, values, grads, slots, lr, step, update=True):
+    """One step of ``optimizer`` on ``values`` (one array per Variable of ``variables``, which decide weight decay)
+    with ``grads``, ``slots`` (per variable, its slot arrays in ``optimizer.all_slot_names`` order), the rate
+    ``lr`` and ``step`` (from 1).  Returns (new values, new slots); nothing passed in is changed."""
+    refs = [Ref(v) for v in values]
+    slot_refs = [[Ref(s) for s in per_var] for per_var in slots]
+    norms = [None] * len(refs)
+    if optimizer.clips_by_norm:
+        norms = optimizer.clipping_norms(xp, [xp.module.sum(g * g) for g in grads])
+    for var, ref, grad, per_var, norm in zip(variables, refs, grads, slot_refs, norms):
+        optimizer.apply_gradient(xp, ref, grad, per_var, lr, step, update, optimizer.decays(var), norm)
+    return [r.value for r in refs], [[s.value for s in per_var] for per_var in slot_refs]
