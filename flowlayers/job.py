@@ -177,14 +177,7 @@ class JobFunction:
         for i, node, size, what in ranges:
             check_range(feeds[i], node, size, what, f"job function {self.__name__!r}: placeholder "
                                                     f"{self.params[i][0]!r}")
-        rule = program.optimizer
-        step_args = {}
-        if rule is not None:
-            step_args = {"lr": rule.current_learning_rate(), "step": rule.iterations + 1}
-        values = executable(feeds, **step_args)
-        if rule is not None:
-            rule.iterations += 1
-        result = structure(values)
+        result = structure(executable.run(feeds, program.optimizer))
         return _Delivery(self.__name__, result) if self.asynchronous else result
 
 

@@ -43,6 +43,15 @@ class Compiled:
     def __call__(self, feeds, lr=0.0, step=1):
         return self.executable(feeds, self.handles(), lr, step)
 
+    def run(self, feeds, optimizer=None):
+        """One step, the one helper of ``fit``, ``evaluate``, ``predict`` and job functions: with ``optimizer``, at
+        its learning rate and next step number, counted once the step has run."""
+        if optimizer is None:
+            return self(feeds)
+        values = self(feeds, optimizer.current_learning_rate(), optimizer.iterations + 1)
+        optimizer.iterations += 1
+        return values
+
 
 def _replicas(node, axes, batch=None):
     """The mirrored view as a plan sees it: every replica holds whole variables; the batch is split over them."""

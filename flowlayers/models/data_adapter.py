@@ -1,11 +1,139 @@
 """Turning what users pass to fit/evaluate/predict into host batches, with clear errors."""
+import itertools
+
 import numpy as np
 
-from ..errors import InputError, describe_shape
+from ..errors import CheckpointError, InputError, describe_shape
+
+
+class Adapter:
+    """Batches for ``fit``/``evaluate``/``predict`` from one kind of data, epoch by epoch (Keras' data adapters).
+
+    ``epoch(e)`` iterates the data of epoch ``e`` (from 0): host batches (arrays) or the source's own elements
+    ``x``, ``(x,)``, ``(x, y)`` or ``(x, y, sample_weight)``, which the training loop converts.  ``replay(epochs)``
+    brings the source to where it was after ``epochs`` epochs, so that a resumed run takes the very same batches.
+    """
+    steps = None          # batches per epoch, when known
+    batch_size = None     # arrays: what a resumed run must use again
+    description = None    # datasets: their elements, which a resumed run must find again
+    converted = False     # whether ``epoch`` yields checked host batches already (arrays)
+
+    def epoch(self, epoch):
+        raise NotImplementedError
+
+    def replay(self, epochs):
+        """Nothing to do where an epoch's order depends on (seed, epoch) only."""
+
+
+class ArrayAdapter(Adapter):
+    """Checked arrays (inputs, labels, weights) in batches of ``batch_size``; shuffled each epoch by
+    ``rng([seed, epoch])``, so a resumed epoch has its original order."""
+    converted = True
+
+    def __init__(self, arrays, batch_size, shuffle, seed):
+        self.arrays, self.batch_size, self.shuffle, self.seed = arrays, batch_size, shuffle, seed
+        self.steps = num_batches(len(arrays[0]), batch_size)
+
+    def epoch(self, epoch):
+        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.arrays[0])) if self.shuffle else None
+        return batches(self.arrays, self.batch_size, order)
+
+
+class DatasetAdapter(Adapter):
+    """A ``tf.data.Dataset`` (anything with ``as_numpy_iterator``): one pass per epoch, in its own batches."""
+
+    def __init__(self, dataset):
+        self.dataset, self.description = dataset, describe_dataset(dataset)
+        self.steps = dataset_steps(dataset)
+
+    def epoch(self, epoch):
+        return self.dataset.as_numpy_iterator()
+
+    def replay(self, epochs):
+        """Make and drop ``epochs`` iterators, as the epochs before a resumed one did: a seeded ``shuffle``
+        reshuffles each time an iterator is made (TF advances the shuffle's seed generator then)."""
+        for _ in range(epochs):
+            self.dataset.as_numpy_iterator()
+
+
+class SequenceAdapter(Adapter):
+    """An indexable of batches (``len`` and ``[i]``: ``keras.utils.PyDataset``, a list of batches); with
+    ``shuffle`` the batch order of each epoch is ``rng([seed, epoch])``'s.  Its ``on_epoch_end`` is called after
+    each epoch, as Keras does."""
+
+    def __init__(self, sequence, shuffle, seed):
+        self.sequence, self.shuffle, self.seed = sequence, shuffle, seed
+        self.steps = len(sequence)
+
+    def epoch(self, epoch):
+        order = np.random.default_rng([self.seed, epoch]).permutation(self.steps) if self.shuffle else \
+            range(self.steps)
+        for i in order:
+            yield self.sequence[int(i)]
+        if callable(getattr(self.sequence, "on_epoch_end", None)):
+            self.sequence.on_epoch_end()
+
+
+class GeneratorAdapter(Adapter):
+    """A Python iterator (a generator) of batches, drawn from across epochs as Keras does: ``steps_per_epoch``
+    batches each epoch, or, without it, until it ends (then a later epoch finds it empty)."""
+
+    def __init__(self, iterator, steps_per_epoch, what):
+        self.iterator, self.steps, self.what = iterator, steps_per_epoch, what
+
+    def epoch(self, epoch):
+        for _ in range(self.steps) if self.steps is not None else itertools.count():
+            item = next(self.iterator, _END)
+            if item is _END:
+                return
+            yield item
+
+    def replay(self, epochs):
+        """Draw and drop the batches of ``epochs`` epochs: a fresh generator of the same data then continues where
+        the interrupted run was."""
+        if epochs and self.steps is None:
+            raise CheckpointError(f"{self.what}: resuming on a generator expected steps_per_epoch (how many batches "
+                                  f"the epochs before the resumed one drew), received None; pass steps_per_epoch")
+        for _ in range(epochs * (self.steps or 0)):
+            if next(self.iterator, _END) is _END:
+                raise CheckpointError(f"{self.what}: resuming expected a generator with the {epochs} epoch(s) of "
+                                      f"{self.steps} batches drawn before, received one that ended sooner")
+
+
+_END = object()
+
+
+def adapter(x, what, batch_size=None, shuffle=False, seed=0, steps_per_epoch=None, arrays=None):
+    """The Adapter for what the user passed as ``x``: ``arrays`` (checked already), a dataset, an indexable of
+    batches or an iterator."""
+    if arrays is not None:
+        return ArrayAdapter(arrays, batch_size, shuffle, seed)
+    if is_dataset(x):
+        return DatasetAdapter(x)
+    if is_sequence(x):
+        return SequenceAdapter(x, shuffle, seed)
+    if is_iterator(x):
+        return GeneratorAdapter(x, steps_per_epoch, what)
+    raise InputError(f"{what}: x expected arrays, a tf.data.Dataset, a keras.utils.PyDataset or a generator of "
+                     f"batches, received {type(x).__name__}")
 
 
 def is_dataset(x):
     return hasattr(x, "as_numpy_iterator")
+
+
+def is_sequence(x):
+    """An indexable of batches (not an array, nor a list of input arrays): a PyDataset or Keras Sequence."""
+    return hasattr(x, "__getitem__") and hasattr(x, "__len__") and not isinstance(x, (np.ndarray, list, tuple, dict))
+
+
+def is_iterator(x):
+    return hasattr(x, "__next__") and hasattr(x, "__iter__")
+
+
+def is_stream(x):
+    """Whether ``x`` brings its own batches (and labels): a dataset, an indexable of batches or an iterator."""
+    return is_dataset(x) or is_sequence(x) or is_iterator(x)
 
 
 def dataset_steps(ds):
@@ -28,14 +156,15 @@ def describe_dataset(ds):
     return describe(getattr(ds, "element_spec", None))
 
 
-def replay_epochs(ds, epochs):
-    """Make and drop ``epochs`` iterators of ``ds``, as the epochs before a resumed one did.
-
-    A seeded ``shuffle`` reshuffles each time an iterator is made (TF advances the shuffle's seed
-    generator then), so a resumed run's dataset gives the resumed epoch its original order only after this.
-    """
-    for _ in range(epochs):
-        ds.as_numpy_iterator()
+def unpack(item, what):
+    """A source's element -> ``(x, y, sample_weight)``, as Keras reads them: ``x``, ``(x,)``, ``(x, y)`` or
+    ``(x, y, sample_weight)``."""
+    if not isinstance(item, tuple):
+        return item, None, None
+    if not 1 <= len(item) <= 3:
+        raise InputError(f"{what}: expected elements x, (x,), (x, y) or (x, y, sample_weight), received a tuple of "
+                         f"{len(item)}")
+    return tuple(item) + (None,) * (3 - len(item))
 
 
 def as_list(x, names, what):

@@ -292,11 +292,11 @@ class Model:
             raise GraphError(f"Model {self.name!r}.{what}: the model has no inputs yet; expected a model built from "
                              f"flow.Input (or a Sequential that has seen data or an input shape)")
 
-    def _executable(self, phase, weighted=False):
-        """The compiled step for ``phase`` in the runtime in force (built once per runtime, per set of trainable
-        weights - freezing a layer takes effect at the next fit, as a compile does in Keras - and with or without
-        sample weights)."""
-        placement = config.placement()
+    def _executable(self, phase, weighted=False, placement=None):
+        """The compiled step for ``phase`` on ``placement`` (default: the settings in force), built once per
+        placement, per set of trainable weights - freezing a layer takes effect at the next fit, as a compile does
+        in Keras - and with or without sample weights."""
+        placement = placement or config.placement()
         key = (phase, placement, tuple(w.trainable for w in self.weights) if phase == "train" else (), weighted)
         if key not in self._programs:
             self._programs[key] = Compiled(self._program(phase, weighted), placement)
@@ -364,14 +364,16 @@ class Model:
         return training.fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data,
                             shuffle, initial_epoch, steps_per_epoch, sample_weight, class_weight)
 
-    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, callbacks=None,
-                 return_dict=False, **kwargs):
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
+                 callbacks=None, return_dict=False, **kwargs):
         _refuse_keywords(self, "evaluate", kwargs)
-        return training.evaluate(self, x, y, sample_weight, batch_size, verbose, callbacks, return_dict)
+        return training.evaluate(self, x, y, sample_weight, batch_size, verbose, callbacks, return_dict,
+                                 training.checked_steps(steps, f"Model {self.name!r}.evaluate"))
 
-    def predict(self, x, batch_size=None, verbose="auto", callbacks=None, **kwargs):
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None, **kwargs):
         _refuse_keywords(self, "predict", kwargs)
-        return training.predict(self, x, batch_size, verbose, callbacks)
+        return training.predict(self, x, batch_size, verbose, callbacks,
+                                training.checked_steps(steps, f"Model {self.name!r}.predict"))
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, return_dict=False):
         """One training step on ``x, y`` as one batch; the loss and metrics of that batch (Keras 3's return)."""
@@ -443,8 +445,8 @@ def _only(value, what, model):
 
 
 # Keras arguments flowlayers does not implement yet: refused when given, never ignored
-_NOT_YET = {"fit": ("validation_steps", "validation_batch_size", "validation_freq"), "evaluate": ("steps",),
-            "predict": ("steps",)}
+_NOT_YET = {"fit": ("validation_steps", "validation_batch_size", "validation_freq"), "evaluate": (),
+            "predict": ()}
 
 
 def _refuse_keywords(model, method, kwargs):

@@ -1,5 +1,6 @@
 """The loops behind ``fit``, ``evaluate`` and ``predict``: host batches in, exact averages out."""
 import itertools
+import warnings
 
 import numpy as np
 
@@ -10,15 +11,22 @@ from . import data_adapter as da
 
 
 def _prepare(model, x, y, what, with_labels=True):
-    """Checked input arrays and labels: ``(xs, ys)``, ``ys`` one array per output that has a loss; None for a
-    dataset."""
+    """Checked input arrays and labels: ``(xs, ys)``, ``ys`` one array per output that has a loss; None for data
+    that brings its own batches (a dataset, a PyDataset, a generator)."""
     model._build_from_data(x)
     model._require_built(what)
-    if da.is_dataset(x):
+    if da.is_stream(x):
+        if y is not None:
+            raise InputError(f"{what}: y expected None with x a {type(x).__name__} (its elements carry the labels), "
+                             f"received {type(y).__name__}; yield (x, y) from the data instead")
         return None
     xs = da.as_list(x, model.input_names, what)
     if with_labels and y is None:
         raise InputError(f"{what}: expected labels y for the loss, received None")
+    return _checked(model, xs, y, what, with_labels)
+
+
+def _checked(model, xs, y, what, with_labels=True):
     heads = _heads_and_labels(model, y, what) if with_labels and model.loss else []
     xs, ys = da.check_arrays(model.inputs, xs, what, [
         (label, loss.label_spec(out), what if model._heads is None else f"{what}: output {name!r}")
@@ -67,15 +75,21 @@ def _check_label_range(out, loss, y, what):
                              f"[0, {classes}), or give the output layer one unit per class")
 
 
-def _dataset_batches(ds, model):
-    """A dataset's elements ``(x, y)`` as host batches: the inputs, then the labels of each output with a loss."""
-    for item in ds.as_numpy_iterator():
-        if not isinstance(item, tuple) or len(item) < 2:
-            raise InputError("dataset: expected elements (x, y), received " + type(item).__name__)
-        x, y = item[0], item[1]
-        labels = [da.check_labels(label, loss.label_spec(out), f"dataset: output {name!r}")
-                  for name, out, loss, label in _heads_and_labels(model, y, "dataset")]
-        yield tuple(list(x) if isinstance(x, (list, tuple)) else [x]) + tuple(labels)
+def _converted(model, source, epoch, what, with_labels=True):
+    """Epoch ``epoch`` of an Adapter as host batches: inputs, then the labels of each output with a loss, then the
+    sample weights where an element brings them (``(x, y, sample_weight)``)."""
+    if source.converted:
+        yield from source.epoch(epoch)
+        return
+    what = f"{what}: batch of {type(source).__name__.replace('Adapter', '').lower()}"
+    for item in source.epoch(epoch):
+        x, y, weight = da.unpack(item, what)
+        if with_labels and model.loss and y is None:
+            raise InputError(f"{what}: expected elements (x, y) or (x, y, sample_weight), with labels for the loss, "
+                             f"received {type(item).__name__}" + (f" of {len(item)}" if isinstance(item, tuple) else ""))
+        xs, ys = _checked(model, da.as_list(x, model.input_names, what), y, what, with_labels)
+        weights = [] if weight is None or not with_labels else [sample_weights(ys, weight, None, what)]
+        yield tuple(xs + ys + weights)
 
 
 class FitState:
@@ -129,8 +143,9 @@ class FitState:
                 m.total, m.count = saved[m.name]
 
 
-def _run_batches(model, executable, batches, metrics, callbacks, hook, train, state=None):
-    """Run ``executable`` on each batch; metrics are exact running means over samples seen.
+def _run_batches(model, step, batches, metrics, callbacks, hook, train, state=None):
+    """Run ``step(batch)`` (a Compiled step's run, picked for the batch) on each batch; metrics are exact running
+    means over samples seen.
 
     Under ``fit`` the FitState numbers the batches (from where a resumed epoch starts) and holds the metrics.
     """
@@ -141,12 +156,8 @@ def _run_batches(model, executable, batches, metrics, callbacks, hook, train, st
     logs = {m.name: m.result() for m in metrics} if start else {}
     for i, batch in enumerate(batches, start):
         getattr(callbacks, f"on_{hook}_batch_begin")(i, logs)
-        opt = model.optimizer
-        kwargs = {"lr": opt.current_learning_rate(), "step": opt.iterations + 1} if train else {}
-        sums = executable(list(batch), **kwargs)
-        if train:
-            opt.iterations += 1
-        n = len(batch[-1])
+        sums = step(batch)
+        n = len(batch[0])
         for m, total in zip(metrics, sums):
             m.update(total, n)
         logs = {m.name: m.result() for m in metrics}
@@ -156,6 +167,19 @@ def _run_batches(model, executable, batches, metrics, callbacks, hook, train, st
         if train and model.stop_training:
             break
     return logs
+
+
+def _stepper(model, phase, placement):
+    """``batch -> step results`` for ``phase``: the compiled step with or without sample weights, as the batch
+    has them (a batch is inputs, labels per loss, then maybe weights), run at the optimizer's next step when
+    training."""
+    labelled = len(model.inputs) + sum(1 for h in model._heads or [None] if h is None or h.loss is not None)
+    optimizer = model.optimizer if phase == "train" else None
+
+    def step(batch):
+        compiled = model._executable(phase, weighted=len(batch) > labelled, placement=placement)
+        return compiled.run(list(batch), optimizer)
+    return step
 
 
 def _metrics(model):
@@ -180,12 +204,18 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
     batch_size = _batch_size(batch_size, what)
     if not isinstance(epochs, int) or epochs < 0:
         raise InputError(f"{what}: epochs expected a non-negative int, received {epochs!r}")
+    checked_steps(steps_per_epoch, what, "steps_per_epoch")
+    placement = config.placement()      # taken once: a setting changed during fit reaches the next fit
     prepared = _prepare(model, x, y, what)
-    weights = None
-    if prepared is None and (sample_weight is not None or class_weight is not None):
-        raise InputError(f"{what}: sample_weight / class_weight expected with arrays; with a dataset, received "
-                         f"them as arguments: weight the dataset's loss another way, or pass arrays")
-    if prepared is not None:
+    source = None
+    if prepared is None:
+        for name, value in (("sample_weight", sample_weight), ("class_weight", class_weight),
+                            ("validation_split", validation_split or None)):
+            if value is not None:
+                raise InputError(f"{what}: {name} expected with arrays; with a {type(x).__name__}, received "
+                                 f"{name}={value!r}: yield (x, y, sample_weight) elements, or hold data out yourself")
+        source = da.adapter(x, what, shuffle=shuffle, seed=placement.seed, steps_per_epoch=steps_per_epoch)
+    else:
         xs, ys = prepared
         weights = sample_weights(ys, sample_weight, class_weight, what)
         if validation_split and validation_data is None:
@@ -197,39 +227,37 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
                 () if weights is None else (weights[cut:],))
             xs, ys = [a[:cut] for a in xs], [a[:cut] for a in ys]
             weights = None if weights is None else weights[:cut]
-        steps = da.num_batches(len(ys[0]), batch_size)
-    else:
-        steps = da.dataset_steps(x)
+        source = da.adapter(x, what, batch_size, shuffle, placement.seed,
+                            arrays=xs + ys + ([] if weights is None else [weights]))
+    steps = source.steps
     if steps_per_epoch is not None:
         steps = min(steps, steps_per_epoch) if steps else steps_per_epoch
     model._optimizers()       # an optimizer state loaded before compile lands now
     history = callbacks_mod.History()
     cbs = _callback_list(model, callbacks, verbose, {"epochs": epochs, "steps": steps, "verbose": verbose}, history)
     model.history, model.stop_training = history, False
-    state = model._fit_state = FitState(_metrics(model), steps, batch_size if prepared else None,
-                                        None if prepared else da.describe_dataset(x))
+    state = model._fit_state = FitState(_metrics(model), steps, source.batch_size, source.description)
     try:
         cbs.on_train_begin({})    # BackupAndRestore restores (or refuses a backup) before the step is built
-        executable = model._executable("train", weighted=weights is not None)
+        step = _stepper(model, "train", placement)
         resume = state.resume_at or {"epoch": initial_epoch, "batch": 0, "metrics": []}
-        if prepared is None and state.resume_at:
-            da.replay_epochs(x, resume["epoch"] - initial_epoch)
+        source.replay(resume["epoch"] - initial_epoch)
         for epoch in range(resume["epoch"], epochs):
             resumed = epoch == resume["epoch"]
             state.begin_epoch(epoch, resume["batch"] if resumed else 0, resume["metrics"] if resumed else ())
             cbs.on_epoch_begin(epoch, {})
-            if prepared is None:
-                batches = _dataset_batches(x, model)
-            else:
-                order = np.random.default_rng([config.seed(), epoch]).permutation(len(ys[0])) if shuffle else None
-                batches = da.batches(xs + ys + ([] if weights is None else [weights]), batch_size, order)
             # the batches of this epoch a resumed run has done already are skipped, in the same order
-            batches = itertools.islice(state.skip_done(batches, state.batch),
+            batches = itertools.islice(state.skip_done(_converted(model, source, epoch, what), state.batch),
                                        None if steps_per_epoch is None else steps_per_epoch - state.batch)
-            logs = _run_batches(model, executable, batches, state.metrics, cbs, "train", train=True, state=state)
-            if validation_data is not None:
+            logs = _run_batches(model, step, batches, state.metrics, cbs, "train", train=True, state=state)
+            if not logs and not resumed:
+                warnings.warn(f"{what}: epoch {epoch + 1} received no batches (a generator that has ended, or "
+                              f"empty data); training stops here. Pass steps_per_epoch so that each epoch draws that "
+                              f"many batches, or a source that can be iterated again (a dataset, a PyDataset)")
+                model.stop_training = True
+            if validation_data is not None and not model.stop_training:
                 val = evaluate(model, *_split_validation(validation_data, what), batch_size=batch_size, verbose=0,
-                               callbacks=None, return_dict=True)
+                               callbacks=None, return_dict=True, placement=placement)
                 logs.update({f"val_{k}": v for k, v in val.items()})
             cbs.on_epoch_end(epoch, logs)
             if model.stop_training:
@@ -242,12 +270,12 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
 
 def _split_validation(data, what):
     """(x, y) or (x, y, sample_weight) of ``validation_data``."""
-    if da.is_dataset(data):
+    if da.is_stream(data):
         return data, None
     if isinstance(data, (tuple, list)) and len(data) in (2, 3):
         return tuple(data)
-    raise InputError(f"{what}: validation_data expected (x_val, y_val), (x_val, y_val, sample_weight_val) or a "
-                     f"dataset, received {type(data).__name__}")
+    raise InputError(f"{what}: validation_data expected (x_val, y_val), (x_val, y_val, sample_weight_val), a "
+                     f"dataset, a PyDataset or a generator, received {type(data).__name__}")
 
 
 def sample_weights(ys, sample_weight, class_weight, what):
@@ -281,6 +309,12 @@ def sample_weights(ys, sample_weight, class_weight, what):
     return w.astype(np.float32)
 
 
+def checked_steps(steps, what, name="steps"):
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0):
+        raise InputError(f"{what}: {name} expected None or a positive int, received {steps!r}")
+    return steps
+
+
 def _batch_size(batch_size, what):
     if batch_size is None:
         return 32
@@ -289,22 +323,26 @@ def _batch_size(batch_size, what):
     return batch_size
 
 
-def evaluate(model, x, y, sample_weight=None, batch_size=None, verbose=0, callbacks=None, return_dict=False):
+def evaluate(model, x, y, sample_weight=None, batch_size=None, verbose=0, callbacks=None, return_dict=False,
+             steps=None, placement=None):
     what = f"Model {model.name!r}.evaluate"
     batch_size = _batch_size(batch_size, what)
+    placement = placement or config.placement()
     prepared = _prepare(model, x, y, what)
-    weights = None
-    if prepared is None and sample_weight is not None:
-        raise InputError(f"{what}: sample_weight expected with arrays, received it with a dataset")
-    if prepared is not None:
+    if prepared is None:
+        if sample_weight is not None:
+            raise InputError(f"{what}: sample_weight expected with arrays, received it with a {type(x).__name__}; "
+                             f"yield (x, y, sample_weight) elements instead")
+        source = da.adapter(x, what, steps_per_epoch=steps)
+    else:
         weights = sample_weights(prepared[1], sample_weight, None, what)
-    executable = model._executable("eval", weighted=weights is not None)
-    cbs = _callback_list(model, callbacks, 0 if verbose == "auto" else verbose, {"verbose": verbose})
+        source = da.adapter(x, what, batch_size, arrays=prepared[0] + prepared[1] + ([] if weights is None else
+                                                                                    [weights]))
+    cbs = _callback_list(model, callbacks, 0 if verbose == "auto" else verbose, {"verbose": verbose, "steps": steps})
     metrics = _metrics(model)
     cbs.on_test_begin({})
-    batches = _dataset_batches(x, model) if prepared is None else \
-        da.batches(prepared[0] + prepared[1] + ([] if weights is None else [weights]), batch_size)
-    logs = _run_batches(model, executable, batches, metrics, cbs, "test", train=False)
+    batches = itertools.islice(_converted(model, source, 0, what), steps)
+    logs = _run_batches(model, _stepper(model, "eval", placement), batches, metrics, cbs, "test", train=False)
     cbs.on_test_end(logs)
     if return_dict:
         return logs
@@ -315,18 +353,18 @@ def evaluate(model, x, y, sample_weight=None, batch_size=None, verbose=0, callba
 def on_batch(model, x, y, return_dict, train, sample_weight=None, class_weight=None):
     """``train_on_batch`` / ``test_on_batch``: one step on the whole of ``x, y``; its metrics, reset first."""
     what = f"Model {model.name!r}.{'train' if train else 'test'}_on_batch"
-    if da.is_dataset(x):
-        raise InputError(f"{what}: expected arrays for one batch, received a dataset; use fit/evaluate for datasets")
+    if da.is_stream(x):
+        raise InputError(f"{what}: expected arrays for one batch, received a {type(x).__name__}; use fit/evaluate "
+                         f"for those")
     xs, ys = _prepare(model, x, y, what)
     weights = sample_weights(ys, sample_weight, class_weight, what)
     if train:
         model._optimizers()
         model.stop_training = False
-    executable = model._executable("train" if train else "eval", weighted=weights is not None)
     metrics = _metrics(model)
     batch = tuple(xs) + tuple(ys) + (() if weights is None else (weights,))
-    logs = _run_batches(model, executable, [batch], metrics, callbacks_mod.CallbackList([], model, {}),
-                        "train" if train else "test", train=train)
+    logs = _run_batches(model, _stepper(model, "train" if train else "eval", config.placement()), [batch], metrics,
+                        callbacks_mod.CallbackList([], model, {}), "train" if train else "test", train=train)
     if return_dict:
         return logs
     values = [logs[m.name] for m in metrics]
@@ -340,16 +378,18 @@ def first_array(x):
     return np.asarray(x[0] if isinstance(x, (list, tuple)) else x)
 
 
-def predict(model, x, batch_size, verbose, callbacks):
+def predict(model, x, batch_size, verbose, callbacks, steps=None):
     what = f"Model {model.name!r}.predict"
     batch_size = _batch_size(batch_size, what)
-    if da.is_dataset(x):
-        x = np.concatenate([item[0] if isinstance(item, tuple) else item for item in x.as_numpy_iterator()])
-    xs, _ = _prepare(model, x, None, what, with_labels=False)
-    executable = model._executable("predict")
-    outputs = [executable(list(batch)) for batch in da.batches(xs, batch_size)]
+    prepared = _prepare(model, x, None, what, with_labels=False)
+    source = da.adapter(x, what, steps_per_epoch=steps) if prepared is None else \
+        da.adapter(x, what, batch_size, arrays=prepared[0])
+    compiled = model._executable("predict")
+    inputs = len(model.inputs)
+    outputs = [compiled.run(list(batch[:inputs])) for batch in
+               itertools.islice(_converted(model, source, 0, what, with_labels=False), steps)]
     if not outputs:
-        raise InputError(f"{what}: expected at least one sample, received an empty array")
+        raise InputError(f"{what}: expected at least one sample, received {'an empty array' if prepared else 'no batch'}")
     merged = [_join_batches([o[i] for o in outputs]) for i in range(len(model.outputs))]
     if model._output_keys:
         return dict(zip(model._output_keys, merged))

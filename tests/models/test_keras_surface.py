@@ -97,7 +97,8 @@ def test_non_integral_float_labels_are_named(bad, where):
     (lambda m, x, y: m.evaluate(x, y, batchsize=4), r"evaluate: unexpected keyword argument\(s\) \['batchsize'\]"),
     (lambda m, x, y: m.predict(x, workers=2), r"predict: unexpected keyword argument\(s\) \['workers'\]"),
     (lambda m, x, y: m.fit(x, y, validation_freq=2, verbose=0), r"fit: validation_freq=2 is not supported yet"),
-    (lambda m, x, y: m.evaluate(x, y, steps=3, verbose=0), r"evaluate: steps=3 is not supported yet"),
+    (lambda m, x, y: m.evaluate(x, y, steps=0, verbose=0), r"evaluate: steps expected None or a positive int, "
+                                                           r"received 0"),
     (lambda m, x, y: m.fit(x, y, class_weight={0: 2.0}, sample_weight=np.ones(len(y)), verbose=0),
      "expected sample_weight or class_weight, received both"),
     (lambda m, x, y: m.fit(x, y, class_weight=[2.0, 1.0], verbose=0), "class_weight expected a dict"),
