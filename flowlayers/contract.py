@@ -28,6 +28,7 @@ __all__ = ["Backend", "Runtime", "Executable", "Kernel", "KernelContext", "Array
 class Backend(Protocol):
     name: str
     views: Tuple[str, ...]      # the views it runs: "consistent", "mirrored" (declared, not discovered)
+    kernels: Mapping[str, "Kernel"]     # op name -> kernel, for every op of ``op_names()`` and custom ones
 
     def runtime(self, view: str, device_num: int, mesh: Optional[Tuple[Tuple[str, int], ...]]) -> "Runtime":
         """A runtime for one view, device count and (consistent view) mesh ``((axis, size), ...)``; made once per
@@ -126,10 +127,10 @@ def op_names():
 
 
 def check_backend(backend, kernels=None):
-    """What any backend must show without running a model: the protocol's members, views the front end knows, and
-    (``kernels``: its table by op name) a kernel for every front-end op.  Returns a list of what is missing."""
-    missing = [f"Backend.{m}" for m in ("name", "views", "runtime", "check_device_count") if not hasattr(backend, m)]
+    """What any backend must show without running a model: the protocol's members, views the front end knows, and a
+    kernel for every front-end op in ``kernels`` (default: its own table).  Returns a list of what is missing."""
+    missing = [f"Backend.{m}" for m in ("name", "views", "kernels", "runtime", "check_device_count")
+               if not hasattr(backend, m)]
     missing += [f"view {v!r}" for v in getattr(backend, "views", ()) if v not in ("consistent", "mirrored")]
-    if kernels is not None:
-        missing += [f"kernel {name!r}" for name in op_names() if name not in kernels]
-    return missing
+    kernels = getattr(backend, "kernels", {}) if kernels is None else kernels
+    return missing + [f"kernel {name!r}" for name in op_names() if name not in kernels]

@@ -1,9 +1,16 @@
 """Shared test setup.
 
-Set before anything starts TensorFlow: 4 logical CPU devices per test process
-(a 4-device process serves 1-, 2- and 4-device runtimes) and a quiet TF log.
+The suite runs against the backend named by ``$FLOWLAYERS_BACKEND`` (default ``tensorflow``), so the next
+engine runs the same suite.  Test files about the TensorFlow backend itself (they import
+``flowlayers_tensorflow``) run only under it; files that use TensorFlow as a reference or for tf.data run
+wherever TensorFlow is installed.
+
+Set before anything starts an engine: 4 logical CPU devices per test process (a 4-device process serves 1-, 2-
+and 4-device runtimes) and a quiet TF log.
 """
+import importlib.util
 import os
+import re
 from pathlib import Path
 
 os.environ["FLOWLAYERS_CPU_DEVICES"] = "4"
@@ -12,11 +19,30 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import pytest  # noqa: E402
 
 import flowlayers as flow  # noqa: E402
-from flowlayers_tensorflow import devices  # noqa: E402
 
-# Start TF with its logical devices now: a test that touches TF first (a reference computed with tf ops)
-# would otherwise leave this process with one CPU device for every later test.
-devices.devices(1)
+BACKEND = flow.config.backend_name()
+HAS_TENSORFLOW = importlib.util.find_spec("tensorflow") is not None
+
+if BACKEND == "tensorflow":
+    from flowlayers_tensorflow import devices  # noqa: E402
+
+    # Start TF with its logical devices now: a test that touches TF first (a reference computed with tf ops)
+    # would otherwise leave this process with one CPU device for every later test.
+    devices.devices(1)
+else:
+    flow.engine.backend().check_device_count(4, f"tests on backend {BACKEND!r}")
+
+
+def pytest_ignore_collect(collection_path, config):
+    """Skip the files another backend (or a machine without TensorFlow) cannot run."""
+    if collection_path.suffix != ".py" or not collection_path.is_file():
+        return None
+    text = collection_path.read_text()
+    if BACKEND != "tensorflow" and "flowlayers_tensorflow" in text:
+        return True
+    if not HAS_TENSORFLOW and re.search(r"^\s*(import tensorflow|from tensorflow)", text, re.M):
+        return True
+    return None
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"

@@ -2,9 +2,6 @@
 once as an immutable Placement, so a setting changed later cannot reach a compiled program half-way."""
 import ast
 import dataclasses
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +48,7 @@ def test_placement_is_one_immutable_value_of_the_settings_in_force():
     flow.config.set_seed(7)
     p = flow.config.placement()
     assert (p.view, p.device_num, p.mesh, p.layout_rules, p.seed, p.backend) == \
-        ("consistent", 4, (("data", 2), ("model", 2)), (("dense/kernel", (None, "model")),), 7, "tensorflow")
+        ("consistent", 4, (("data", 2), ("model", 2)), (("dense/kernel", (None, "model")),), 7, config.backend_name())
     with pytest.raises(dataclasses.FrozenInstanceError):
         p.seed = 1
     flow.config.set_seed(8)
@@ -76,24 +73,6 @@ def test_a_seed_set_after_compiling_reaches_the_next_step():
     assert (first != other).any()
 
 
-NOTHING_STARTED = """
-import flowlayers as flow
-from tensorflow.python.eager import context
-flow.config.gpu_device_num(2)
-flow.config.set_mesh(data=2)
-print("STARTED", context.context()._context_handle is not None)
-import tensorflow as tf
-print("DEVICES", len(tf.config.list_logical_devices("CPU")))
-"""
-
-
-def test_setting_devices_starts_no_engine():
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(NOTHING_STARTED)], text=True, capture_output=True,
-                         timeout=300, env={"PATH": "/usr/bin:/bin", "FLOWLAYERS_CPU_DEVICES": "3"})
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "STARTED False" in out.stdout and "DEVICES 3" in out.stdout, out.stdout
-
-
 def test_no_backend_module_reads_the_config_or_front_end_private_state():
     """Data flows down: a backend works from what it is handed (Placement values, VariableSpecs, plans, handles)."""
     offenders = []
@@ -112,14 +91,12 @@ def test_no_backend_module_reads_the_config_or_front_end_private_state():
     assert not offenders, offenders
 
 
-def test_the_tensorflow_backend_satisfies_the_contract():
+def test_the_backend_under_test_satisfies_the_contract():
     from flowlayers import contract
-    from flowlayers_tensorflow import Backend
-    from flowlayers_tensorflow.kernels import KERNELS
 
-    backend = Backend()
+    backend = flow.engine.backend()
     assert isinstance(backend, contract.Backend)
-    assert contract.check_backend(backend, KERNELS) == []
+    assert contract.check_backend(backend) == []
     assert contract.check_backend(object(), {})[:1] == ["Backend.name"]
     assert "kernel 'matmul'" in contract.check_backend(backend, {})
     flow.config.set_view("consistent")

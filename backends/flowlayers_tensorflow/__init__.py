@@ -24,6 +24,13 @@ class Backend:
 
         return StrategyRuntime(view, device_num, mesh)
 
+    @property
+    def kernels(self):
+        """The op kernels by op name (``KERNELS[op](node, *inputs, ctx)``), custom ones included."""
+        from .kernels import KERNELS
+
+        return KERNELS
+
     def check_device_count(self, n, what):
         """Raise ConfigError naming ``what`` if ``n`` devices cannot be had in this process (see devices.py)."""
         from . import devices
