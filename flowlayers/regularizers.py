@@ -152,7 +152,7 @@ def penalized(loss):
     from .framework.graph import topo_sort
     from .ops import source
 
-    variables = [n.attrs["variable"] for n in topo_sort([loss]) if n.op.kind == "variable"]
+    variables = [n.variable for n in topo_sort([loss]) if n.op.kind == "variable"]
     seen, total = set(), None
     for var in variables:
         if id(var) in seen or getattr(var, "regularizer", None) is None or not var.trainable:

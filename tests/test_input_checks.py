@@ -45,7 +45,7 @@ def test_assigning_casts_numbers_of_the_same_kind_and_refuses_others():
 def test_get_variable_shares_by_name_and_refuses_another_shape():
     first = flow.get_variable("shared", (2, 3))
     again = flow.get_variable("shared", (2, 3))
-    assert first.node.attrs["variable"] is again.node.attrs["variable"] is store.variables["shared"]
+    assert first.node.variable is again.node.variable is store.variables["shared"]
     with pytest.raises(flow.ShapeError, match=r"variable 'shared': exists with shape \(2, 3\) float32, requested "
                                               r"again with shape \(3, 2\)"):
         flow.get_variable("shared", (3, 2))

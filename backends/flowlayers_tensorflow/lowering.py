@@ -119,7 +119,7 @@ def _run_node(node, env, handles, ctx):
     if node.op.kind == "placeholder":
         return
     if node.op.kind == "variable":
-        env[node.outputs[0]] = ctx.variable(handles[node.attrs["variable"].path])
+        env[node.outputs[0]] = ctx.variable(handles[node.variable.path])
         return
     kernel = KERNELS.get(node.op.name)
     if kernel is None:

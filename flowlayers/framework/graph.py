@@ -15,12 +15,18 @@ _layer_stack = []
 
 
 class Node:
-    __slots__ = ("op", "inputs", "attrs", "name", "outputs", "layer", "placement", "recompute")
+    """One op in a graph.  ``attrs`` holds the op's own parameters only (what its OpDef and kernel read); what
+    the graph says about the node is in typed fields."""
+    __slots__ = ("op", "inputs", "attrs", "name", "outputs", "layer", "placement", "recompute", "variable",
+                 "updates", "signature")
 
-    def __init__(self, op, inputs, attrs, name, layer, placement=None, recompute=None):
+    def __init__(self, op, inputs, attrs, name, layer, placement=None, recompute=None, variable=None):
         self.op, self.inputs, self.attrs, self.name, self.layer = op, tuple(inputs), attrs, name, layer
         self.placement = placement      # device indices of a placement on a subset of the devices, or None: all
         self.recompute = recompute      # the recomputed segment it belongs to (flow.recompute), or None
+        self.variable = variable        # a variable op's Variable
+        self.updates = {}               # output index -> the Variable a training step assigns it to (moving stats)
+        self.signature = None           # per mesh axis, a Signature the planner must use (force_signature)
         self.outputs = ()
 
     def __repr__(self):
@@ -81,8 +87,9 @@ def current_recompute():
     return _top(_recompute_stack)
 
 
-def apply(op, inputs, attrs=None, name=None):
-    """Add one node of OpDef ``op``; returns its Blob, or a tuple for several outputs."""
+def apply(op, inputs, attrs=None, name=None, variable=None):
+    """Add one node of OpDef ``op`` (``variable``: the Variable a variable op reads); returns its Blob, or a tuple
+    for several outputs."""
     from ..parallel import propagate
 
     attrs = dict(attrs or {})
@@ -96,10 +103,10 @@ def apply(op, inputs, attrs=None, name=None):
     except FlowLayersError as e:
         who = f"layer {layer.name!r}" if layer else f"op {name!r}"
         raise type(e)(f"{who}: {e}") from None
-    placement = attrs["variable"].placement if op.kind == "variable" else \
+    placement = variable.placement if op.kind == "variable" else \
         None if op.kind == "placeholder" else current_placement()       # inputs are fed to every device
     fed_or_held = op.kind in ("variable", "placeholder")
-    node = Node(op, inputs, attrs, name, layer, placement, None if fed_or_held else current_recompute())
+    node = Node(op, inputs, attrs, name, layer, placement, None if fed_or_held else current_recompute(), variable)
     out_sbps = propagate.infer_sbp(node, specs)
     node.outputs = tuple(Blob(node, i, s, d, sbp) for i, ((s, d), sbp) in enumerate(zip(specs, out_sbps)))
     return node.outputs[0] if len(node.outputs) == 1 else node.outputs

@@ -49,9 +49,9 @@ class Program:
                 raise GraphError(f"placeholder {node.name!r} is needed by the outputs but is not an input of "
                                  f"{self.name!r}; pass it in inputs=[...]")
         self.units = recompute_units(self.nodes) if self.phase == "train" else list(self.nodes)
-        self.variables = _unique(n.attrs["variable"] for n in self.nodes if n.op.kind == "variable")
+        self.variables = _unique(n.variable for n in self.nodes if n.op.kind == "variable")
         self.updates = [(var, node.outputs[i]) for node in self.nodes if self.phase == "train"
-                        for i, var in node.attrs.get("updates", {}).items()
+                        for i, var in node.updates.items()
                         if node.attrs.get("training") in (None, True)]
         if self.micro_batches > 1 and self.updates:
             var, blob = self.updates[0]

@@ -39,7 +39,7 @@ class BatchNormalization(Layer):
         y, new_mean, new_var = norm.batch_norm(x, gamma, beta, self.read(self.moving_mean),
                                                self.read(self.moving_variance), self.axis, self.momentum,
                                                self.epsilon, training)
-        y.node.attrs["updates"] = {1: self.moving_mean, 2: self.moving_variance}
+        y.node.updates = {1: self.moving_mean, 2: self.moving_variance}
         return y
 
     def get_config(self):

@@ -110,7 +110,9 @@ class Model:
             if training is not None and "training" in attrs:
                 attrs["training"] = bool(training)
             with layer_scope(node.layer) if node.layer is not None else contextlib.nullcontext():
-                out = apply(node.op, [values[id(b.node), b.index] for b in node.inputs], attrs)
+                out = apply(node.op, [values[id(b.node), b.index] for b in node.inputs], attrs, variable=node.variable)
+            made = (out if isinstance(out, tuple) else (out,))[0].node
+            made.updates, made.signature = dict(node.updates), node.signature
             for old, new in zip(node.outputs, out if isinstance(out, tuple) else (out,)):
                 values[id(node), old.index] = new
         results = [values[id(b.node), b.index] for b in self.outputs]
@@ -139,7 +141,7 @@ class Model:
             return []
         seen, out = set(), []
         by_layer = [w for layer in self.layers for w in layer.weights]
-        for w in by_layer + [n.attrs["variable"] for n in self._nodes if n.op.kind == "variable"]:
+        for w in by_layer + [n.variable for n in self._nodes if n.op.kind == "variable"]:
             if id(w) not in seen:
                 seen.add(id(w))
                 out.append(w)

@@ -105,7 +105,7 @@ def _entry(unit, model, owners, objects, position):
         raise LayerError(f"Model {model.name!r}: op {node.name!r} belongs to layer {node.layer.name!r} but was not "
                          f"made by calling it; expected every layer used through layer(x) to save the model")
     if node.op.kind == "variable":
-        raise LayerError(f"Model {model.name!r}: op {node.name!r} reads variable {node.attrs['variable'].path!r} "
+        raise LayerError(f"Model {model.name!r}: op {node.name!r} reads variable {node.variable.path!r} "
                          f"outside any layer; a saved model rebuilds variables through layers, so expected it made "
                          f"by a Layer's add_weight")
     return {"op": node.op.name, "attrs": _encode(node.attrs, f"op {node.name!r}"), "inputs": refs(node.inputs),

@@ -103,10 +103,7 @@ def dropout(x, rate, training=True, name=None, seed=None):
     ``training``: True (always, as in OneFlow job functions), False (never), or
     None (follow the step: on in ``fit``, off in ``evaluate``/``predict``).
     """
-    attrs = {"rate": float(rate), "training": training, "seed": seed}
-    out = apply(DROPOUT, [x], attrs, name)
-    out.node.attrs["op_seed"] = out.node.name  # masks differ per op but repeat for the same step and seed
-    return out
+    return apply(DROPOUT, [x], {"rate": float(rate), "training": training, "seed": seed}, name)
 
 
 def one_hot(indices, depth, dtype=dtypes.float32, name=None):

@@ -7,7 +7,7 @@ from ..sbp import Split, broadcast
 
 PLACEHOLDER = OpDef("placeholder", lambda inputs, attrs: [(attrs["shape"], attrs["dtype"])], lambda i, a: [],
                     kind="placeholder")
-VARIABLE = OpDef("variable", lambda inputs, attrs: [(attrs["variable"].shape, attrs["variable"].dtype)],
+VARIABLE = OpDef("variable", lambda inputs, attrs: [(attrs["shape"], attrs["dtype"])],
                  lambda i, a: [], kind="variable")
 
 
@@ -23,8 +23,8 @@ def placeholder(shape, dtype, name, kind="numpy"):
 
 def variable(var):
     """The Blob that reads Variable ``var`` in the graph being built."""
-    attrs = {"variable": var}
+    attrs = {"shape": var.shape, "dtype": var.dtype}
     axes = mesh_axes()
     if axes is not None:
         attrs["sbp"] = var.nd_sbp(dict(axes), config.layout_rules())
-    return apply(VARIABLE, [], attrs, var.path)
+    return apply(VARIABLE, [], attrs, var.path, variable=var)

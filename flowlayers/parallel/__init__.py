@@ -16,5 +16,5 @@ def force_signature(blob, *per_axis):
     models normally say what they want with layout rules and ``Blob.with_sbp``."""
     if not isinstance(blob, Blob) or blob.node.op.is_source:
         raise SBPError(f"force_signature: expected a Blob produced by an op, received {blob!r}")
-    blob.node.attrs["signature"] = tuple(per_axis)
+    blob.node.signature = tuple(per_axis)
     return blob

@@ -50,7 +50,7 @@ def sources(variable_sbp):
     on the placement planned for), a placeholder's from ``placeholder_sbp``."""
     def source_sbp(node, axes, batch=None):
         if node.op.kind == "variable":
-            return variable_sbp(node.attrs["variable"])
+            return variable_sbp(node.variable)
         return placeholder_sbp(node, axes, batch)
     return source_sbp
 
@@ -74,10 +74,11 @@ class _View:
 
 
 class _Node:
-    __slots__ = ("op", "inputs", "attrs", "name")
+    __slots__ = ("op", "inputs", "attrs", "name", "signature")
 
     def __init__(self, node, inputs):
         self.op, self.attrs, self.name, self.inputs = node.op, node.attrs, node.name, inputs
+        self.signature = node.signature
 
 
 def plan(nodes, axes, batch, loss, trainable, source_sbp, supports=None, rounds=3):
@@ -191,7 +192,7 @@ def _transfer(x, node, src, dst, shape, phase="forward"):
 
 
 def _label(node):
-    return node.attrs["variable"].path if node.op.kind == "variable" else node.name
+    return node.variable.path if node.op.kind == "variable" else node.name
 
 
 def _boxing(producer, consumer, src, dst, shape, dtype, axes, phase="forward"):
@@ -242,7 +243,7 @@ def _backward(p, nodes, loss, trainable, fed):
     needs = set()                       # Blobs that carry a gradient: after a trainable variable, before the loss
     for node in nodes:
         if node.op.kind == "variable":
-            if id(node.attrs["variable"]) in ids:
+            if id(node.variable) in ids:
                 needs.update(node.outputs)
         elif any(x in needs for x in node.inputs):
             needs.update(node.outputs)
@@ -269,7 +270,7 @@ def _backward(p, nodes, loss, trainable, fed):
             arriving.setdefault(x, {}).setdefault(grad, []).append(node.name)
     for x, forms in arriving.items():
         want = tuple(_grad_form(s) for s in p.sbp[x])
-        var = x.node.attrs["variable"].path if x.node.op.kind == "variable" else None
+        var = x.node.variable.path if x.node.op.kind == "variable" else None
         for grad, consumers in forms.items():
             if grad != want:
                 consumer = f"{var} (optimizer)" if var else _label(x.node)

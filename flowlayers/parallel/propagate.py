@@ -119,7 +119,7 @@ def signatures(node, specs, axes, out_wants=None, supports=None, whole_partials=
     ``node.inputs`` carry ``.shape``, ``.dtype``, ``.ndim`` and ``.sbp`` (nd-SBP); ``out_wants`` see choose;
     ``supports`` is the backend's say on which signatures it can realise; ``whole_partials`` see _cost.
     """
-    forced = node.attrs.get("signature")
+    forced = node.signature
     if forced is not None and len(forced) != len(axes):
         raise SBPError(f"op {_name(node)}: forced signature expected {len(axes)} entries, one per mesh axis "
                        f"{[a for a, _ in axes]}, received {forced!r}")

@@ -153,8 +153,8 @@ def _probe(name, nd_sbp=None, case=None):
 
 class _Probe:      # what propagate.signatures reads of a node, with a signature forced
     def __init__(self, node, forced):
-        self.op, self.inputs, self.name = node.op, node.inputs, node.name
-        self.attrs = {**node.attrs, "signature": forced}
+        self.op, self.inputs, self.name, self.attrs = node.op, node.inputs, node.name, node.attrs
+        self.signature = forced
 
 
 def use_mesh(mesh):

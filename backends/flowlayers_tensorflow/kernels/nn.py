@@ -38,7 +38,7 @@ def dropout(node, x, ctx):
     rate = node.attrs["rate"]
     if not ctx.training(node.attrs["training"]) or rate == 0.0:
         return tf.identity(x)
-    keep = ctx.random_uniform(tf.shape(x), node.attrs["op_seed"], node.attrs.get("seed")) >= rate
+    keep = ctx.random_uniform(tf.shape(x), node.name, node.attrs.get("seed")) >= rate
     return tf.where(keep, x / (1.0 - rate), tf.zeros_like(x))
 
 
