@@ -1,9 +1,11 @@
 """Every front-end op lowered to TensorFlow ops, by name: ``KERNELS[op](node, *inputs, ctx)``."""
 from flowlayers.errors import ConfigError
 
-from . import conv, elementwise, nn, reduce, shape
+from . import conv, einsum, elementwise, embedding, matmul, nn, norm, reduce, shape
 
-KERNELS = {**elementwise.KERNELS, **conv.KERNELS, **shape.KERNELS, **reduce.KERNELS, **nn.KERNELS}
+# one file per op family of the front end (flowlayers/ops/<family>.py)
+KERNELS = {**elementwise.KERNELS, **matmul.KERNELS, **einsum.KERNELS, **conv.KERNELS, **shape.KERNELS,
+           **embedding.KERNELS, **reduce.KERNELS, **nn.KERNELS, **norm.KERNELS}
 
 
 def register_kernel(op_name, replace=False):

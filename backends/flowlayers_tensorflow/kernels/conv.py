@@ -1,15 +1,7 @@
-"""matmul, conv2d, pooling, bias_add.  NCHW runs natively on GPUs; on CPUs, whose TF kernels
+"""conv2d, pooling, bias_add (``flowlayers/ops/conv.py``).  NCHW runs natively on GPUs; on CPUs, whose TF kernels
 take NHWC only, it is transposed around the op (XLA fuses the transposes)."""
 import numpy as np
 import tensorflow as tf
-
-
-def matmul(node, a, b, ctx):
-    return tf.linalg.matmul(a, b, transpose_a=node.attrs["transpose_a"], transpose_b=node.attrs["transpose_b"])
-
-
-def einsum(node, *operands, ctx):
-    return tf.einsum(node.attrs["equation"], *operands)
 
 
 def _nhwc(fn, x, fmt, ctx):
@@ -108,5 +100,5 @@ def bias_add(node, x, b, ctx):
     return x + tf.reshape(b, shape)
 
 
-KERNELS = {"matmul": matmul, "einsum": einsum, "conv2d": conv2d, "conv2d_transpose": conv2d_transpose, "max_pool2d": max_pool2d,
+KERNELS = {"conv2d": conv2d, "conv2d_transpose": conv2d_transpose, "max_pool2d": max_pool2d,
            "avg_pool2d": avg_pool2d, "bias_add": bias_add}

@@ -1,9 +1,5 @@
-"""reshape, transpose, concat, gather, one_hot, SBP constraints (identity on values)."""
+"""reshape, transpose, concat, pad, SBP constraints (identity on values): ``flowlayers/ops/shape.py``."""
 import tensorflow as tf
-
-from flowlayers.sbp import Split
-
-from ..dtypes import tf_dtype
 
 
 def reshape(node, x, ctx):
@@ -22,23 +18,6 @@ def concat(node, *xs, ctx):
     return tf.concat(xs, axis=node.attrs["axis"])
 
 
-def gather(node, table, ids, ctx):
-    if ctx.splits(node, 0, 0):      # rows split (vocabulary parallel): DTensor refuses a gather from them
-        rank = len(ids.shape)
-        # the one-hot ids split as the ids are, and over the table's rows where those are split: DTensor's own
-        # layout propagation otherwise contradicts the relayouts around the product on some meshes
-        hot_sbp = tuple(Split(rank) if t == Split(0) else i
-                        for t, i in zip(ctx.input_sbp(node, 0), ctx.input_sbp(node, 1)))
-        hot = ctx.lay_out(tf.one_hot(ids, table.shape[0], dtype=table.dtype), hot_sbp)
-        dims = "abcdefghijklmnopqrstu"[:rank]      # (DTensor's einsum takes no "...")
-        return tf.einsum(f"{dims}v,vw->{dims}w", hot, table)
-    return tf.gather(table, ids)
-
-
-def one_hot(node, ids, ctx):
-    return tf.one_hot(ids, node.attrs["depth"], dtype=tf_dtype(node.attrs["dtype"]))
-
-
 def pad(node, x, ctx):
     return tf.pad(x, node.attrs["paddings"])
 
@@ -47,5 +26,5 @@ def sbp_constraint(node, x, ctx):
     return tf.identity(x)
 
 
-KERNELS = {"reshape": reshape, "transpose": transpose, "concat": concat, "gather": gather, "one_hot": one_hot,
-           "pad": pad, "sbp_constraint": sbp_constraint}
+KERNELS = {"reshape": reshape, "transpose": transpose, "concat": concat, "pad": pad,
+           "sbp_constraint": sbp_constraint}
