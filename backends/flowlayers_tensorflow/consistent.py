@@ -33,8 +33,9 @@ from flowlayers.sbp import Split, broadcast, partial_sum
 from . import devices, executable, placements
 from .executable import BaseExecutable
 from .graph_options import step_options
-from .lowering import LoweringContext, run_graph, step_error
+from .lowering import LoweringContext, step_error
 from .runtime import PACK_BYTES
+from .step import forward_backward, outputs, summed
 from .variables import SharedConstants, draw
 
 GROUP_SIZE = "DTENSOR_ALLREDUCE_COMBINE_OPTIMIZATION_GROUP_SIZE"   # read each time DTensor compiles a function
@@ -337,36 +338,15 @@ class ConsistentExecutable(BaseExecutable):
         ``plans``): one graph of independent chains that meet only in the summed loss, so the engine runs
         whichever op is ready, and stages placed on different devices work on different micro-batches at once."""
         p, rt = self.program, self.runtime
-        envs = [dict(zip(p.inputs, feeds)) for feeds in chunks]
         contexts = [_DTensorContext(p.phase, step, self.seed, rt, plan) for plan in plans]
-        grads, updates, watched = [], [], []
-        if p.loss is not None:
-            trainable = [self._handles[v.path] for v in p.trainable]
-            with tf.GradientTape() as tape:
-                tape.watch(trainable)       # also variables made while frozen (created with trainable=False)
-                sums, counts = [], []
-                for env, ctx in zip(envs, contexts):
-                    run_graph(p, env, self._handles, ctx)
-                    loss = tf.cast(env[p.loss], tf.float32)
-                    with dtensor.default_mesh(rt.mesh_for(p.loss.node.placement)):    # where the loss is
-                        sums.append(tf.reduce_sum(loss))
-                        counts.append(tf.cast(tf.size(loss), tf.float32))
-                with dtensor.default_mesh(rt.mesh_for(p.loss.node.placement)):
-                    mean = executable.summed(sums) / executable.summed(counts)
-            grads = tape.gradient(mean, trainable + [envs[0][b] for b in p.gradients],
-                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
-            grads = [_unfolded(tf.convert_to_tensor(g)) for g in grads]
-            grads, watched = grads[:len(trainable)], grads[len(trainable):]
-        else:
-            run_graph(p, envs[0], self._handles, contexts[0])
-        updates = [_unfolded(envs[0][b]) for _, b in p.updates]
-        outs = []
-        for blob, mode in zip(p.outputs, p.output_modes):
-            mesh = rt.mesh_for(blob.node.placement)
-            with dtensor.default_mesh(mesh):        # the sum's axes are made on the mesh of what it sums
-                value = executable.summed([tf.reduce_sum(env[blob]) for env in envs]) if mode == "sum" else \
-                    envs[0][blob]
-            outs.append(dtensor.relayout(value, rt.replicated(value.shape.rank, mesh)))
+        where_loss = rt.mesh_for(p.loss.node.placement) if p.loss is not None else rt.mesh
+        envs, _, grads, watched = forward_backward(p, chunks, self._handles, contexts, mean=True,
+                                                   loss_scope=lambda: dtensor.default_mesh(where_loss))
+        grads, updates = [_unfolded(g) for g in grads], [_unfolded(envs[0][b]) for _, b in p.updates]
+        # the sum's axes are made on the mesh of what it sums; the host reads every output replicated
+        outs = outputs(p, envs, lambda blob: dtensor.default_mesh(rt.mesh_for(blob.node.placement)))
+        outs = [dtensor.relayout(value, rt.replicated(value.shape.rank, rt.mesh_for(blob.node.placement)))
+                for value, blob in zip(outs, p.outputs)]
         outs += [dtensor.relayout(g, rt.replicated(g.shape.rank, rt.mesh_for(b.node.placement)))
                  for g, b in zip(watched, p.gradients)]
         return outs, grads, updates
@@ -401,7 +381,7 @@ class ConsistentExecutable(BaseExecutable):
                 for j, device in tiling:
                     with tf.device(self.runtime.devices[device]):
                         parts.append(executable.squared(blocks[j]))
-                squared.append(executable.summed(parts))
+                squared.append(summed(parts))
             norms = self._norms(squared)
         for i, device in enumerate(self.runtime.devices):
             held = [self._position[v.path].get(i) for v in self._written]      # its block of each, or None

@@ -13,7 +13,8 @@ from flowlayers.errors import FlowLayersError
 
 from . import placements
 from .graph_options import step_options
-from .lowering import LoweringContext, run_graph
+from .lowering import LoweringContext
+from .step import forward_backward, outputs
 
 
 class TFMath:
@@ -206,41 +207,16 @@ class Executable(BaseExecutable):
         With micro-batches, its rows run as that many independent chains that meet in the loss sum."""
         p = self.program
         ctx = LoweringContext(p.phase, step, self.seed, self.runtime.native_nchw, replica_id)
-        handles = dict(zip(self._paths, variables))
         chunks = _micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
-        envs = [dict(zip(p.inputs, chunk)) for chunk in chunks]
-        size, grads, watched = tf.constant(0.0), [], []
-        if p.loss is not None:
-            with tf.GradientTape() as tape:
-                tape.watch([handles[v.path] for v in p.trainable])   # also variables made while frozen
-                sums, counts = [], []
-                for env in envs:
-                    run_graph(p, env, handles, ctx)
-                    loss = tf.cast(env[p.loss], tf.float32)
-                    sums.append(tf.reduce_sum(loss))
-                    counts.append(tf.cast(tf.size(loss), tf.float32))
-                local_sum, size = summed(sums), summed(counts)
-            grads = tape.gradient(local_sum, [handles[v.path] for v in p.trainable] +
-                                  [envs[0][b] for b in p.gradients], unconnected_gradients=tf.UnconnectedGradients.ZERO)
-            grads = [tf.convert_to_tensor(g) for g in grads]
-            grads, watched = grads[:len(p.trainable)], grads[len(p.trainable):]
-        else:
-            run_graph(p, envs[0], handles, ctx)
-        updates = [envs[0][b] for _, b in p.updates]
-        outs = [summed([tf.reduce_sum(env[b]) for env in envs]) if mode == "sum" else envs[0][b]
-                for b, mode in zip(p.outputs, p.output_modes)]
-        return size, grads, updates, outs + watched
+        envs, size, grads, watched = forward_backward(p, chunks, dict(zip(self._paths, variables)),
+                                                      [ctx] * len(chunks))
+        return size, grads, [envs[0][b] for _, b in p.updates], outputs(p, envs) + watched
 
 
 def squared(g):
     """A gradient's (or a block's) sum of squares, in float32."""
     g = tf.cast(g, tf.float32)
     return tf.reduce_sum(g * g)
-
-
-def summed(parts):
-    """The sum of a list of tensors (the one tensor itself when alone: no op)."""
-    return parts[0] if len(parts) == 1 else tf.add_n(parts)
 
 
 def _micro_batches(feeds, n):
