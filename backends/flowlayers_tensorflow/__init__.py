@@ -20,7 +20,7 @@ class Backend:
             from .consistent import ConsistentRuntime
 
             return ConsistentRuntime(device_num, mesh)
-        from .runtime import StrategyRuntime
+        from .mirrored import StrategyRuntime
 
         return StrategyRuntime(view, device_num, mesh)
 

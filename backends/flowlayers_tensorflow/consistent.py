@@ -34,7 +34,7 @@ from . import devices, executable, placements
 from .executable import BaseExecutable
 from .graph_options import step_options
 from .lowering import LoweringContext, step_error
-from .runtime import PACK_BYTES
+from .mirrored import PACK_BYTES
 from .step import forward_backward, outputs, summed
 from .variables import SharedConstants, draw
 
