@@ -29,6 +29,8 @@ class Backend(Protocol):
     name: str
     views: Tuple[str, ...]      # the views it runs: "consistent", "mirrored" (declared, not discovered)
     kernels: Mapping[str, "Kernel"]     # op name -> kernel, for every op of ``op_names()`` and custom ones
+    # optional: supports(op_name, signature) -> bool, the SBP signatures the engine can realise (consistent view);
+    # the planner offers only those, here and in Blob.sbp, summary() and parallel_plan()
 
     def runtime(self, view: str, device_num: int, mesh: Optional[Tuple[Tuple[str, int], ...]]) -> "Runtime":
         """A runtime for one view, device count and (consistent view) mesh ``((axis, size), ...)``; made once per
@@ -65,9 +67,7 @@ class Runtime(Protocol):
     def compile(self, program: Program, plan: Optional[Callable[[Optional[int]], Plan]], seed: int) -> "Executable":
         """An executable for ``program``.  ``plan(batch)`` (consistent view; None in the mirrored view) is the
         front end's Plan for a fed batch size, made once per size; ``seed`` is the global seed dropout draws with.
-
-        Optional on a consistent runtime: ``supports(op_name, signature) -> bool``, the signatures the engine can
-        realise; the planner offers only those."""
+        """
 
 
 @runtime_checkable

@@ -25,6 +25,14 @@ class Backend:
         return StrategyRuntime(view, device_num, mesh)
 
     @property
+    def supports(self):
+        """``supports(op_name, signature)``: whether DTensor can realise an op's signature; the planner offers
+        only those (consistent view)."""
+        from .consistent import supports
+
+        return supports
+
+    @property
     def kernels(self):
         """The op kernels by op name (``KERNELS[op](node, *inputs, ctx)``), custom ones included."""
         from .kernels import KERNELS

@@ -73,8 +73,6 @@ class ConsistentRuntime:
                                         device_type=kind)
         self._draws, self._constants, self._meshes = {}, SharedConstants(), {None: self.mesh}
 
-    supports = staticmethod(supports)
-
     def __repr__(self):
         return f"<tensorflow runtime view=consistent mesh={dict(self.axes)}>"
 

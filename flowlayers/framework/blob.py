@@ -10,13 +10,21 @@ from ..errors import SBPError, describe_shape
 
 
 class Blob:
-    __slots__ = ("node", "index", "shape", "dtype", "sbp", "call", "__weakref__")
+    __slots__ = ("node", "index", "shape", "dtype", "call", "__weakref__")
 
-    def __init__(self, node, index, shape, dtype, sbp=None):
+    def __init__(self, node, index, shape, dtype):
         self.node, self.index = node, index
         self.shape, self.dtype = tuple(shape), dtype
-        self.sbp = sbp  # tuple, one SBP per mesh axis; None outside the consistent view
         self.call = None  # (Call, output index) when a layer or model call returned this Blob
+
+    @property
+    def sbp(self):
+        """The nd-SBP (one per mesh axis) the planner gives this Blob on the placement in force, read from the
+        one plan: a compiled program's that holds it, else that of the graph making it; None in the mirrored
+        view."""
+        from .compiled import planned_sbp
+
+        return planned_sbp(self)
 
     @property
     def name(self):

@@ -5,10 +5,15 @@ what the backend declares it ``supports``) and keeps one plan per fed batch size
 ``model.summary()`` and ``parallel_plan()`` all read; it makes sure every variable's value lives in the runtime,
 in the layout the placement gives it, and hands the engine handles to each step.
 """
-from .. import engine
+import weakref
+
+from .. import config, engine
 from ..parallel import plan as planner
 from ..sbp import Split, broadcast
+from .graph import topo_sort
 from .variable import live_variables
+
+_live = weakref.WeakSet()     # compiled programs, whose plans Blob.sbp reads first
 
 
 class Compiled:
@@ -20,16 +25,19 @@ class Compiled:
         self.variables = list(program.variables) + [s for slots in self.slot_vars.values() for s in slots]
         self._plans, self._handles = {}, None
         self._sources = planner.sources(placement.variable_sbp) if placement.consistent else _replicas
+        self._supports = getattr(engine.backend(placement.backend), "supports", None)
+        self._nodes = {id(n) for n in program.nodes}
         if placement.consistent:
             self.plan(None)     # forced signatures and constraints are checked before any step
         self.executable = self.runtime.compile(program, self.plan if placement.consistent else None, placement.seed)
+        _live.add(self)
 
     def plan(self, batch=None):
         """The Plan for ``batch`` fed rows (None: the placeholders' own batch dims), made once per size."""
         if batch not in self._plans:
             p = self.program
             self._plans[batch] = planner.plan(p.nodes, self.placement.axes, batch, p.loss, p.trainable,
-                                              self._sources, getattr(self.runtime, "supports", None))
+                                              self._sources, self._supports)
         return self._plans[batch]
 
     def handles(self):
@@ -51,6 +59,20 @@ class Compiled:
         values = self(feeds, optimizer.current_learning_rate(), optimizer.iterations + 1)
         optimizer.iterations += 1
         return values
+
+
+def planned_sbp(blob):
+    """``Blob.sbp``: the Blob's nd-SBP in the plan of a program compiled on the placement in force that holds it
+    (the plan its steps run), else in the plan of the graph that makes it; None in the mirrored view."""
+    placement = config.placement()
+    if not placement.consistent:
+        return None
+    for compiled in list(_live):
+        if compiled.placement == placement and id(blob.node) in compiled._nodes:
+            return compiled.plan(None).sbp[blob]
+    supports = getattr(engine.backend(placement.backend), "supports", None)
+    return planner.plan(topo_sort([blob]), placement.axes, None, None, (), planner.sources(placement.variable_sbp),
+                        supports).sbp[blob]
 
 
 def _replicas(node, axes, batch=None):

@@ -90,8 +90,6 @@ def current_recompute():
 def apply(op, inputs, attrs=None, name=None, variable=None):
     """Add one node of OpDef ``op`` (``variable``: the Variable a variable op reads); returns its Blob, or a tuple
     for several outputs."""
-    from ..parallel import propagate
-
     attrs = dict(attrs or {})
     for i, x in enumerate(inputs):
         if not isinstance(x, Blob):
@@ -107,8 +105,7 @@ def apply(op, inputs, attrs=None, name=None, variable=None):
         None if op.kind == "placeholder" else current_placement()       # inputs are fed to every device
     fed_or_held = op.kind in ("variable", "placeholder")
     node = Node(op, inputs, attrs, name, layer, placement, None if fed_or_held else current_recompute(), variable)
-    out_sbps = propagate.infer_sbp(node, specs)
-    node.outputs = tuple(Blob(node, i, s, d, sbp) for i, ((s, d), sbp) in enumerate(zip(specs, out_sbps)))
+    node.outputs = tuple(Blob(node, i, s, d) for i, (s, d) in enumerate(specs))
     return node.outputs[0] if len(node.outputs) == 1 else node.outputs
 
 

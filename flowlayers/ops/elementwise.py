@@ -85,13 +85,7 @@ def constant(value, dtype=dtypes.float32, name=None):
     """A Blob holding ``value`` (broadcast to every device)."""
     dtype = dtypes.as_dtype(dtype)
     arr = np.asarray(value, dtype=dtype.numpy)
-    from ..parallel.propagate import mesh_axes
-
-    axes = mesh_axes()
-    attrs = {"value": arr, "dtype": dtype}
-    if axes is not None:
-        attrs["sbp"] = (B,) * len(axes)
-    return apply(CONSTANT, [], attrs, name)
+    return apply(CONSTANT, [], {"value": arr, "dtype": dtype}, name)
 
 
 def _as_blob(x, like):

@@ -1,6 +1,6 @@
 """SBP propagation: for each mesh axis pick the op signature with the lowest Boxing cost.
 
-Used while a graph is built (so ``blob.sbp`` prints) and by the planner.
+Used by the planner (``plan.py``), whose one plan ``blob.sbp`` reads.
 Axes are decided one after another; a tensor dim split over one mesh axis
 is not split again over another (DTensor gives each tensor dim one mesh axis).
 """
@@ -154,19 +154,6 @@ def output_sbps(sigs, n_outputs):
 
 def input_sbps(sigs, n_inputs):
     return [tuple(sig.inputs[k] for sig in sigs) for k in range(n_inputs)]
-
-
-def infer_sbp(node, specs):
-    """nd-SBP of each output of ``node`` (a list, one tuple per output), or Nones outside the consistent view."""
-    axes = mesh_axes()
-    # an input built in another view or under another mesh has no SBP here; the plan decides them when compiled
-    if axes is None or any(x.sbp is None or len(x.sbp) != len(axes) for x in node.inputs):
-        return [None] * len(specs)
-    if node.placement is not None:     # a placement on some devices holds its Blobs whole on each
-        return [(broadcast,) * len(axes)] * len(specs)
-    if node.op.is_source and "sbp" in node.attrs:      # sources state theirs
-        return [node.attrs["sbp"]] * len(specs)
-    return output_sbps(signatures(node, specs, axes), len(specs))
 
 
 def check_nd(nd_sbp, shape, what):
