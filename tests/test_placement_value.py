@@ -105,3 +105,24 @@ def test_the_backend_under_test_satisfies_the_contract():
     model = flow.Model(x, flow.layers.Dense(3)(x))
     compiled = model._executable("predict")
     assert isinstance(compiled.runtime, contract.Runtime) and isinstance(compiled.executable, contract.Executable)
+
+
+def test_blob_sbp_is_read_from_the_plan_of_the_placement_in_force():
+    from flowlayers.sbp import Split, broadcast
+
+    flow.config.set_view("mirrored")
+    flow.config.gpu_device_num(2)
+    x = flow.Input((8,), batch_size=4)
+    hidden = flow.layers.Dense(6, name="hidden")(x)
+    model = flow.Model(x, flow.layers.Dense(2, name="out")(hidden))
+    assert hidden.sbp is None                                    # the mirrored view has no SBP
+    flow.config.set_view("consistent")
+    assert hidden.sbp == (Split(0),)                             # built mirrored, planned consistent
+    flow.config.set_mesh(data=1, model=2)
+    flow.config.set_layout_rules({"hidden/kernel": (None, "model")})
+    assert hidden.sbp == (Split(0), Split(1))                    # batch over "data", columns over "model"
+    model.compile("sgd", "mse")
+    compiled = model._executable("train")
+    assert all(b.sbp == compiled.plan(None).sbp[b] for n in compiled.program.nodes for b in n.outputs)
+    flow.config.set_layout_rules({})
+    assert hidden.sbp == (Split(0), broadcast)
