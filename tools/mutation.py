@@ -38,7 +38,8 @@ RESULTS_MD, RESULTS_JSON = HERE / "MUTATION_RESULTS.md", HERE / "mutation_result
 T = "tests/"
 STEP_TESTS = [T + "parallel/test_view_equivalence.py", T + "parallel/test_replicas_and_rules.py",
               T + "optimizers", T + "parallel/test_update_kernels.py", T + "parallel/test_mirrored_all_reduce.py",
-              T + "parallel/test_hybrid.py", T + "parallel/test_split_step.py", T + "parallel/test_placement.py"]
+              T + "parallel/test_hybrid.py", T + "parallel/test_split_step.py", T + "parallel/test_placement.py",
+              T + "models/test_nested_models.py"]
 PLAN_TESTS = [T + "parallel/test_planner_units.py", T + "parallel/test_boxing.py", T + "parallel/test_signatures.py",
               T + "parallel/test_hybrid.py", T + "parallel/test_with_sbp.py", T + "parallel/test_placement.py"]
 CHECKPOINT_TESTS = [T + "test_checkpoints.py", T + "test_oneflow_model_io.py"]
@@ -63,6 +64,7 @@ TARGETS = {
     # settings, the placement value, planning once and binding values (issue 20)
     "flowlayers/framework/placement.py": ERROR_TESTS + [T + "test_placement_value.py"],
     "flowlayers/framework/compiled.py": [T + "test_placement_value.py", T + "parallel/test_rules_change.py",
+                                         T + "parallel/test_hybrid.py",
                                          T + "parallel/test_view_equivalence.py", T + "test_checkpoints.py"],
     # data sources
     "flowlayers/models/data_adapter.py": [T + "models/test_data_adapters.py", T + "models/test_keras_surface.py",
@@ -123,7 +125,7 @@ NAMED = [
      "named: one dropout mask for every replica"),
     ("flowlayers/framework/variable.py", "if re.search(pattern, self.path):", "if re.match(pattern, self.path):",
      "named: layout rules matched at the path's start only"),
-    ("backends/flowlayers_tensorflow/executable.py",
+    ("backends/flowlayers_tensorflow/mirrored.py",
      "updates = [_mean(means, next(rest), active, device) if active > 1 else next(rest) for _ in updates]",
      "updates = [next(rest) for _ in updates]", "named: state updates summed over replicas"),
 ]
@@ -131,26 +133,26 @@ NAMED_TESTS = {"backends/flowlayers_tensorflow/lowering.py": STEP_TESTS}
 
 # survivors that are equivalent (no test can tell them apart by results), with why: (module, scope, old -> new)
 EQUIVALENT = {
-    ("backends/flowlayers_tensorflow/executable.py", "Executable._retrace", "True -> False"):
+    ("backends/flowlayers_tensorflow/mirrored.py", "Executable._retrace", "True -> False"):
         "reduce_retracing only decides how often TF retraces the step (shape-generic or per shape); the traced "
         "computation, and so every result, is the same: a compile-time cost (bench/)",
-    ("backends/flowlayers_tensorflow/executable.py", "Executable._retrace", "> -> >="):
+    ("backends/flowlayers_tensorflow/mirrored.py", "Executable._retrace", "> -> >="):
         "on one device the replica step and the update then run as separate traced functions instead of inlined: "
         "the same ops and results, a performance choice",
-    ("backends/flowlayers_tensorflow/executable.py", "Executable._step", "> -> >="):
+    ("backends/flowlayers_tensorflow/mirrored.py", "Executable._step", "> -> >="):
         "on one device the 'all-reduce' then sums a single tensor per position: the identity",
     ("backends/flowlayers_tensorflow/consistent.py", "_DTensorContext._kept", "1 -> 2"):
         "_kept only decides whether a Relayout pin is emitted; DTensor's values are the same in any layout and "
         "every consumer boxes its inputs to the planned layout (box), gradients are relaid out before the update: "
         "where a relayout happens changes, not what is computed",
-    ("backends/flowlayers_tensorflow/runtime.py", "StrategyRuntime.scope", "> -> >="):
+    ("backends/flowlayers_tensorflow/mirrored.py", "StrategyRuntime.scope", "> -> >="):
         "one device then makes its variables under a one-device MirroredStrategy instead of on that device: one "
         "copy either way, read and written alike",
-    ("backends/flowlayers_tensorflow/runtime.py", "StrategyRuntime.all_reduce", "self.native_nchw -> "
+    ("backends/flowlayers_tensorflow/mirrored.py", "StrategyRuntime.all_reduce", "self.native_nchw -> "
                                                                                 "not (self.native_nchw)"):
         "both paths compute the same sums (collectives with packing, or add_n on the first device; each tested "
         "against one device in test_mirrored_all_reduce.py); which runs is a per-device-kind performance choice",
-    ("backends/flowlayers_tensorflow/runtime.py", "StrategyRuntime.fetch", "> -> >="):
+    ("backends/flowlayers_tensorflow/mirrored.py", "StrategyRuntime.fetch", "> -> >="):
         "the mean of one array is that array (same dtype)",
     ("flowlayers/framework/checkpoint_format.py", "save", "f.flush() -> pass"):
         "guards durability against an OS crash between fsync and close; a killed process (what tests can do) "

@@ -31,6 +31,8 @@ RULES = {
                                                                 "epsilon": EPS, "weight_decay": 0.5}),
     "rmsprop-momentum-centered": ({}, "RMSprop", {"learning_rate": LR, "rho": 0.75, "momentum": 0.5,
                                                   "epsilon": EPS, "centered": True}),
+    "momentum-accumulating": ({}, "SGD", {"learning_rate": LR, "momentum": MOMENTUM,
+                                          "gradient_accumulation_steps": 2}),
 }
 
 
@@ -61,7 +63,8 @@ def test_functional_rule_matches_keras_in_float64(rule):
         for a, b, was in zip(values, reference, before):
             assert a.dtype == np.float64
             np.testing.assert_allclose(a, keras.ops.convert_to_numpy(b), rtol=0, atol=1e-12)
-            assert not np.array_equal(a, was)         # it moved, and the input arrays were left as they were
+            if ours.is_update_step(i + 1):
+                assert not np.array_equal(a, was)     # it moved, and the input arrays were left as they were
 
 
 def test_a_rule_reading_a_slot_after_writing_it_reads_the_new_value():
