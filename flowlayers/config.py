@@ -76,6 +76,9 @@ def view():
     return scope.as_view_name(env, "environment variable FLOWLAYERS_VIEW") if env else "consistent"
 
 
+_view_in_force = view    # placement(view=...) names its argument after it
+
+
 def set_mesh(**axes):
     """Named mesh axes for the consistent view, e.g. ``set_mesh(data=2, model=2)``; ``set_mesh()`` resets."""
     from . import engine
@@ -163,7 +166,7 @@ def placement(view=None):
     a ``fit`` or a job call takes once and hands down."""
     from .framework.placement import Placement
 
-    view = view or globals()["view"]()
+    view = view or _view_in_force()
     mesh = tuple(mesh_shape().items()) if view == "consistent" else ()
     return Placement(backend_name(), view, device_num(), mesh, tuple(_state["layout_rules"].items()), seed())
 
