@@ -1,21 +1,21 @@
 """The reference harness of tests/ops and tests/layers: a graph against an independent float64 reference
-(plain TF math, no tf.nn shortcuts), forward and gradient.
+(numpy math written out, ``numeric.py``: no engine), forward and gradient.
 
 Forward: a Model from ``flow.Input``s to ``build(*blobs)``, ``predict``, compared with ``ref(*tensors)``.
 Gradient: each float input passes through ``Scale`` (a trainable elementwise factor, all ones) and
 non-batch operands are trainable ``Param``s; one ``fit`` step of ``SGD(1.0)`` with ``MeanSquaredError``
-on the whole data moves every trainable weight by minus the mean-loss gradient, compared with
-``tf.GradientTape`` on the reference.
+on the whole data moves every trainable weight by minus the mean-loss gradient, compared with central
+differences of the reference's loss in float64.
 """
 import math
 
 import numpy as np
-import tensorflow as tf
+import numeric as R
 
 import flowlayers as flow
 
 N = 2             # batch
-F64 = tf.float64
+F64 = R.float64
 
 
 class Scale(flow.layers.Layer):
@@ -123,15 +123,15 @@ def check(specs, build, ref, layer_weights=False, ref_train=None, ref_updates=No
     trainable += [(w, "weight", w.path.split("/")[-1]) for w in own if w.trainable]
     feeds = [v for s, v in zip(specs, values) if s.kind != "p"]
     feeds = feeds if len(feeds) > 1 else feeds[0]
-    tf_values = [tf.constant(v, F64 if v.dtype.kind == "f" else None) for v in values]
-    tf_weights = {k: tf.constant(v, F64) for k, v in w_values.items()}
+    tf_values = [R.constant(v, F64 if v.dtype.kind == "f" else None) for v in values]
+    tf_weights = {k: R.constant(v, F64) for k, v in w_values.items()}
     extra = [tf_weights] if layer_weights else []
 
     got = _as_tuple(model.predict(feeds, batch_size=batch, verbose=0))
     want = _as_tuple(ref(*tf_values, *extra))
     assert len(got) == len(want)
     for g, w in zip(got, want):
-        w = w.numpy()
+        w = np.asarray(w)
         assert g.shape == w.shape, (g.shape, w.shape)
         np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg="forward")
     if not grad:
@@ -149,23 +149,22 @@ def check(specs, build, ref, layer_weights=False, ref_train=None, ref_updates=No
     def start(w, kind, key):   # the reference's copy of a trainable weight before the step
         return np.ones(w.shape) if kind == "scale" else values[key] if kind == "param" else w_values[key]
 
-    ref_vars = [tf.Variable(start(*t), dtype=F64) for t in trainable]
-    with tf.GradientTape() as tape:
+    def loss_of(ref_vars):
         args, weights = list(tf_values), dict(tf_weights)
         for var, (w, kind, key) in zip(ref_vars, trainable):
             if kind == "scale":
                 args[key] = tf_values[key] * var
             elif kind == "param":
-                args[key] = tf.identity(var)
+                args[key] = var
             else:
-                weights[key] = tf.identity(var)
+                weights[key] = var
         y = _as_tuple((ref_train or ref)(*args, *([weights] if layer_weights else [])))[0]
-        loss = tf.reduce_mean(tf.square(y - tf.constant(target, F64)))
-    want_grads = tape.gradient(loss, ref_vars, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        return float(np.mean(np.square(y - target.astype(np.float64))))
+
+    want_grads = R.gradients(loss_of, [np.array(start(*t), np.float64) for t in trainable])
     for (w, _, _), g, r in zip(trainable, got_grads, want_grads):
-        np.testing.assert_allclose(g, tf.convert_to_tensor(r).numpy(), rtol=grad_rtol, atol=grad_atol,
-                                   err_msg=f"gradient of {w.path}")
-    expected = {k: v.numpy() for k, v in (ref_updates(*tf_values, tf_weights) if ref_updates else {}).items()}
+        np.testing.assert_allclose(g, r, rtol=grad_rtol, atol=grad_atol, err_msg=f"gradient of {w.path}")
+    expected = {k: np.asarray(v) for k, v in (ref_updates(*tf_values, tf_weights) if ref_updates else {}).items()}
     for w in own:
         key = w.path.split("/")[-1]
         if not w.trainable:
@@ -176,9 +175,9 @@ def check(specs, build, ref, layer_weights=False, ref_train=None, ref_updates=No
 
 # --------------------------------------------------------------------------- references (float64, plain math)
 def where(cond, a, b):
-    """``tf.where`` taking Python numbers for either branch."""
-    a = tf.convert_to_tensor(a, F64)
-    return tf.where(cond, a, tf.zeros_like(a) + b)
+    """``R.where`` taking Python numbers for either branch."""
+    a = R.convert_to_tensor(a, F64)
+    return R.where(cond, a, R.zeros_like(a) + b)
 
 
 def r_relu(x):
@@ -186,30 +185,30 @@ def r_relu(x):
 
 
 def r_sigmoid(x):
-    return 1.0 / (1.0 + tf.exp(-x))
+    return 1.0 / (1.0 + R.exp(-x))
 
 
 def r_gelu(x):
-    return 0.5 * x * (1 + tf.math.erf(x / math.sqrt(2.0)))
+    return 0.5 * x * (1 + R.math.erf(x / math.sqrt(2.0)))
 
 
 def r_log_softmax(x, axis=-1):
-    z = x - tf.stop_gradient(tf.reduce_max(x, axis=axis, keepdims=True))
-    return z - tf.math.log(tf.reduce_sum(tf.exp(z), axis=axis, keepdims=True))
+    z = x - R.stop_gradient(R.reduce_max(x, axis=axis, keepdims=True))
+    return z - R.math.log(R.reduce_sum(R.exp(z), axis=axis, keepdims=True))
 
 
 def r_softmax(x, axis=-1):
-    return tf.exp(r_log_softmax(x, axis))
+    return R.exp(r_log_softmax(x, axis))
 
 
 def r_moments(x, axes):
-    mean = tf.reduce_mean(x, axis=axes, keepdims=True)
-    return mean, tf.reduce_mean(tf.square(x - mean), axis=axes, keepdims=True)
+    mean = R.reduce_mean(x, axis=axes, keepdims=True)
+    return mean, R.reduce_mean(R.square(x - mean), axis=axes, keepdims=True)
 
 
 def bcast(v, axis, rank):
     """1-D ``v`` laid along ``axis`` of a rank-``rank`` tensor."""
-    return tf.reshape(v, [-1 if i == axis else 1 for i in range(rank)])
+    return R.reshape(v, [-1 if i == axis else 1 for i in range(rank)])
 
 
 def _same_pads(size, k, s, d=1):
@@ -224,7 +223,7 @@ def _windows(x, ksize, strides, padding, dilations=(1, 1), fill=0.0):
     (kh, kw), (sh, sw), (dh, dw) = ksize, strides, dilations
     if padding == "SAME":
         ph, pw = _same_pads(x.shape[1], kh, sh, dh), _same_pads(x.shape[2], kw, sw, dw)
-        x = tf.pad(x, [[0, 0], list(ph), list(pw), [0, 0]], constant_values=fill)
+        x = R.pad(x, [[0, 0], list(ph), list(pw), [0, 0]], constant_values=fill)
     oh = (x.shape[1] - (kh - 1) * dh - 1) // sh + 1
     ow = (x.shape[2] - (kw - 1) * dw - 1) // sw + 1
     return [((i, j), x[:, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw, :])
@@ -233,7 +232,7 @@ def _windows(x, ksize, strides, padding, dilations=(1, 1), fill=0.0):
 
 def _nhwc(fn, x, fmt):
     if fmt == "NCHW":
-        return tf.transpose(fn(tf.transpose(x, (0, 2, 3, 1))), (0, 3, 1, 2))
+        return R.transpose(fn(R.transpose(x, (0, 2, 3, 1))), (0, 3, 1, 2))
     return fn(x)
 
 
@@ -241,18 +240,18 @@ def r_conv2d(x, w, strides, padding, fmt, dilations=(1, 1)):
     """``w``: (kh, kw, in, out); ``strides``, ``dilations``: pairs; ``padding``: 'SAME' or 'VALID'."""
     def fn(t):
         taps = _windows(t, w.shape[:2], strides, padding, dilations)
-        return tf.add_n([tf.einsum("nhwc,co->nhwo", patch, w[i, j]) for (i, j), patch in taps])
+        return R.add_n([R.einsum("nhwc,co->nhwo", patch, w[i, j]) for (i, j), patch in taps])
     return _nhwc(fn, x, fmt)
 
 
 def r_max_pool(x, ksize, strides, padding, fmt):
-    return _nhwc(lambda t: tf.reduce_max(tf.stack([p for _, p in _windows(t, ksize, strides, padding,
+    return _nhwc(lambda t: R.reduce_max(R.stack([p for _, p in _windows(t, ksize, strides, padding,
                                                                           fill=-np.inf)]), 0), x, fmt)
 
 
 def r_avg_pool(x, ksize, strides, padding, fmt):
     def fn(t):
-        total = tf.add_n([p for _, p in _windows(t, ksize, strides, padding)])
-        count = tf.add_n([p for _, p in _windows(tf.ones_like(t), ksize, strides, padding)])
+        total = R.add_n([p for _, p in _windows(t, ksize, strides, padding)])
+        count = R.add_n([p for _, p in _windows(R.ones_like(t), ksize, strides, padding)])
         return total / count               # padding cells are not counted
     return _nhwc(fn, x, fmt)

@@ -1,4 +1,4 @@
-"""Every layer against an independent float64 reference (plain TF math), forward and gradient, with the
+"""Every layer against an independent float64 reference (numpy math written out, ``tests/numeric.py``), forward and gradient, with the
 harness of tests/reference.py.
 
 Each layer's weights are set to random values and the reference receives them by short name
@@ -10,7 +10,7 @@ import functools
 
 import numpy as np
 import pytest
-import tensorflow as tf
+import numeric as R
 
 import flowlayers as flow
 import reference
@@ -30,7 +30,7 @@ def _one_device(fresh):
 # --------------------------------------------------------------------------- Dense
 @pytest.mark.parametrize("shape, kwargs, act", [
     pytest.param((3,), {}, lambda y: y, id="linear"),
-    pytest.param((3,), {"activation": "tanh"}, lambda y: (tf.exp(2 * y) - 1) / (tf.exp(2 * y) + 1), id="tanh"),
+    pytest.param((3,), {"activation": "tanh"}, lambda y: (R.exp(2 * y) - 1) / (R.exp(2 * y) + 1), id="tanh"),
     pytest.param((3,), {"activation": "relu"}, r_relu, id="relu"),
     pytest.param((2, 5), {}, lambda y: y, id="rank3"),
     pytest.param((2, 5), {"use_bias": False, "activation": flow.nn.sigmoid}, r_sigmoid, id="rank3-nobias-callable"),
@@ -38,12 +38,12 @@ def _one_device(fresh):
 def test_dense(shape, kwargs, act):
     use_bias = kwargs.get("use_bias", True)
     check([F(*shape)], lambda x: L.Dense(4, **kwargs)(x),
-          lambda x, w: act(tf.einsum("...k,ku->...u", x, w["kernel"]) + (w["bias"] if use_bias else 0.0)))
+          lambda x, w: act(R.einsum("...k,ku->...u", x, w["kernel"]) + (w["bias"] if use_bias else 0.0)))
 
 
 def test_dense_functional():
     check([F(3)], lambda x: L.dense(x, 4, activation="relu", name="dense1"),
-          lambda x, w: r_relu(tf.einsum("nk,ku->nu", x, w["kernel"]) + w["bias"]))
+          lambda x, w: r_relu(R.einsum("nk,ku->nu", x, w["kernel"]) + w["bias"]))
 
 
 # --------------------------------------------------------------------------- Conv2D
@@ -118,10 +118,10 @@ def test_pooling(cls, fmt, hw, k, s, pad):
 
 # --------------------------------------------------------------------------- reshaping
 @pytest.mark.parametrize("shape, make, ref", [
-    pytest.param((2, 3, 4), lambda: L.Flatten(), lambda x: tf.reshape(x, (N, 24)), id="Flatten"),
+    pytest.param((2, 3, 4), lambda: L.Flatten(), lambda x: R.reshape(x, (N, 24)), id="Flatten"),
     pytest.param((5,), lambda: L.Flatten(), lambda x: x, id="Flatten-rank2"),
-    pytest.param((2, 3, 4), lambda: L.Reshape((4, 6)), lambda x: tf.reshape(x, (N, 4, 6)), id="Reshape"),
-    pytest.param((2, 3, 4), lambda: L.Reshape((-1, 2)), lambda x: tf.reshape(x, (N, 12, 2)), id="Reshape-neg1"),
+    pytest.param((2, 3, 4), lambda: L.Reshape((4, 6)), lambda x: R.reshape(x, (N, 4, 6)), id="Reshape"),
+    pytest.param((2, 3, 4), lambda: L.Reshape((-1, 2)), lambda x: R.reshape(x, (N, 12, 2)), id="Reshape-neg1"),
 ])
 def test_reshaping(shape, make, ref):
     check([F(*shape)], lambda x: make()(x), lambda x, w: ref(x))
@@ -131,7 +131,7 @@ def test_reshaping(shape, make, ref):
 @pytest.mark.parametrize("make, ref", [
     pytest.param(lambda: L.Activation("gelu"), r_gelu, id="Activation-gelu"),
     pytest.param(lambda: L.Activation("softmax"), r_softmax, id="Activation-softmax"),
-    pytest.param(lambda: L.Activation(flow.nn.tanh), tf.tanh, id="Activation-callable"),
+    pytest.param(lambda: L.Activation(flow.nn.tanh), R.tanh, id="Activation-callable"),
     pytest.param(lambda: L.Activation("linear"), lambda x: x, id="Activation-linear"),
     pytest.param(lambda: L.ReLU(), r_relu, id="ReLU"),
     pytest.param(lambda: L.Softmax(), r_softmax, id="Softmax"),
@@ -153,19 +153,19 @@ def test_add_three():
 @pytest.mark.parametrize("axis, shapes", [(-1, [(3, 4), (3, 2)]), (1, [(3, 4), (1, 4), (2, 4)])])
 def test_concatenate(axis, shapes):
     check([F(*s) for s in shapes], lambda *xs: L.Concatenate(axis=axis)(list(xs)),
-          lambda *args: tf.concat(args[:-1], axis=axis))
+          lambda *args: R.concat(args[:-1], axis=axis))
 
 
 # --------------------------------------------------------------------------- Embedding
 @pytest.mark.parametrize("shape", [(4,), (2, 3)])
 def test_embedding(shape):
     check([I(*shape, high=6)], lambda ids: L.Embedding(6, 3)(ids),
-          lambda ids, w: tf.einsum("...r,rd->...d", tf.one_hot(ids, 6, dtype=F64), w["embeddings"]), batch=3)
+          lambda ids, w: R.einsum("...r,rd->...d", R.one_hot(ids, 6, dtype=F64), w["embeddings"]), batch=3)
 
 
 def test_embedding_into_dense():
     check([I(4, high=5), F(4, 3)], lambda ids, x: L.Dense(2)(L.Add()([L.Embedding(5, 3)(ids), x])),
-          lambda ids, x, w: tf.einsum("nrd,du->nru", tf.gather(w["embeddings"], ids) + x, w["kernel"]) + w["bias"])
+          lambda ids, x, w: R.einsum("nrd,du->nru", R.gather(w["embeddings"], ids) + x, w["kernel"]) + w["bias"])
 
 
 # --------------------------------------------------------------------------- Dropout
@@ -206,7 +206,7 @@ def _bn_refs(axis, rank, momentum, eps, center=True, scale=True):
     axes = [i for i in range(rank) if i != axis]
 
     def norm(x, w, mean, var):
-        y = (x - mean) / tf.sqrt(var + eps)
+        y = (x - mean) / R.sqrt(var + eps)
         if scale:
             y = y * bcast(w["gamma"], axis, rank)
         return y + bcast(w["beta"], axis, rank) if center else y
@@ -218,7 +218,7 @@ def _bn_refs(axis, rank, momentum, eps, center=True, scale=True):
         return norm(x, w, *r_moments(x, axes))
 
     def updates(x, w):
-        mean, var = (tf.reshape(s, [-1]) for s in r_moments(x, axes))
+        mean, var = (R.reshape(s, [-1]) for s in r_moments(x, axes))
         return {"moving_mean": w["moving_mean"] * momentum + mean * (1 - momentum),
                 "moving_variance": w["moving_variance"] * momentum + var * (1 - momentum)}
     return infer, train, updates
@@ -260,12 +260,12 @@ def test_layer_normalization(shape, axis, kwargs):
 
     def ref(x, w):
         mean, var = r_moments(x, axes)
-        y = (x - mean) / tf.sqrt(var + eps)
+        y = (x - mean) / R.sqrt(var + eps)
         pshape = [x.shape[i] if i in axes else 1 for i in range(rank)]
         if kwargs.get("scale", True):
-            y = y * tf.reshape(w["gamma"], pshape)
+            y = y * R.reshape(w["gamma"], pshape)
         if kwargs.get("center", True):
-            y = y + tf.reshape(w["beta"], pshape)
+            y = y + R.reshape(w["beta"], pshape)
         return y
 
     check([F(*shape, lo=-2, hi=3)], lambda x: L.LayerNormalization(axis=axis, **kwargs)(x), ref, rtol=1e-4)
@@ -289,23 +289,25 @@ def test_stack_conv_pool_bn_dense():
     xv = rng.uniform(-2, 2, (N, 1, 4, 4)).astype(np.float32)
     yv = rng.normal(size=(N, 3)).astype(np.float32)
 
-    variables = {p: tf.Variable(v, dtype=F64) for p, v in ws.items()}
+    variables = {p: v.astype(np.float64) for p, v in ws.items()}
 
     def fwd(xt):
         y = r_conv2d(xt, variables["c/kernel"], (1, 1), "SAME", "NCHW") + bcast(variables["c/bias"], 1, 4)
         y = r_max_pool(y, (2, 2), (2, 2), "VALID", "NCHW")
-        y = tf.reshape(r_relu(y), (N, -1))
-        return r_softmax(tf.matmul(y, variables["d/kernel"]) + variables["d/bias"])
+        y = R.reshape(r_relu(y), (N, -1))
+        return r_softmax(R.matmul(y, variables["d/kernel"]) + variables["d/bias"])
 
-    np.testing.assert_allclose(model.predict(xv, verbose=0), fwd(tf.constant(xv, F64)).numpy(), rtol=1e-5,
+    np.testing.assert_allclose(model.predict(xv, verbose=0), fwd(R.constant(xv, F64)), rtol=1e-5,
                                atol=1e-6)
-    with tf.GradientTape() as tape:
-        loss = tf.reduce_mean(tf.square(fwd(tf.constant(xv, F64)) - yv))
-    grads = dict(zip(variables, tape.gradient(loss, list(variables.values()))))
+    def loss_of(values):
+        variables.update(zip(variables, values))
+        return float(np.mean(np.square(fwd(R.constant(xv, F64)) - yv)))
+
+    grads = dict(zip(variables, R.gradients(loss_of, list(variables.values()))))
     model.compile(optimizer=flow.optimizers.SGD(1.0), loss=flow.losses.MeanSquaredError())
     model.fit(xv, yv, batch_size=N, epochs=1, shuffle=False, verbose=0)
     for w in model.weights:
-        np.testing.assert_allclose(ws[w.path] - w.numpy(), grads[w.path].numpy(), rtol=1e-4, atol=1e-6,
+        np.testing.assert_allclose(ws[w.path] - w.numpy(), grads[w.path], rtol=1e-4, atol=1e-6,
                                    err_msg=w.path)
 
 
@@ -313,19 +315,19 @@ def test_stack_conv_pool_bn_dense():
 def r_conv1d(x, k, stride, padding, dilation, channels_first):
     """Taps summed by hand: ``y[n, t, o] = sum_j x[n, t * stride + j * dilation, :] @ k[j]``."""
     if channels_first:
-        x = tf.transpose(x, (0, 2, 1))
+        x = R.transpose(x, (0, 2, 1))
     taps, width = k.shape[0], x.shape[1]
     span = (taps - 1) * dilation + 1
     if padding == "causal":
-        x = tf.pad(x, [[0, 0], [span - 1, 0], [0, 0]])
+        x = R.pad(x, [[0, 0], [span - 1, 0], [0, 0]])
     elif padding == "same":
         out = -(-width // stride)
         total = max((out - 1) * stride + span - width, 0)
-        x = tf.pad(x, [[0, 0], [total // 2, total - total // 2], [0, 0]])
+        x = R.pad(x, [[0, 0], [total // 2, total - total // 2], [0, 0]])
     out = (x.shape[1] - span) // stride + 1
-    y = tf.add_n([tf.einsum("ntc,co->nto", x[:, j * dilation:j * dilation + (out - 1) * stride + 1:stride], k[j])
+    y = R.add_n([R.einsum("ntc,co->nto", x[:, j * dilation:j * dilation + (out - 1) * stride + 1:stride], k[j])
                   for j in range(taps)])
-    return tf.transpose(y, (0, 2, 1)) if channels_first else y
+    return R.transpose(y, (0, 2, 1)) if channels_first else y
 
 
 @pytest.mark.parametrize("fmt, k, s, pad, d", [
@@ -340,19 +342,19 @@ def test_conv1d(fmt, k, s, pad, d):
 
 
 @pytest.mark.parametrize("make, ref", [
-    pytest.param(lambda: L.GlobalAveragePooling2D(), lambda x: tf.reduce_mean(x, [1, 2]), id="gap"),
+    pytest.param(lambda: L.GlobalAveragePooling2D(), lambda x: R.reduce_mean(x, [1, 2]), id="gap"),
     pytest.param(lambda: L.GlobalAveragePooling2D(data_format="channels_first", keepdims=True),
-                 lambda x: tf.reduce_mean(x, [2, 3], keepdims=True), id="gap-nchw-keepdims"),
-    pytest.param(lambda: L.GlobalMaxPooling2D(), lambda x: tf.reduce_max(x, [1, 2]), id="gmp"),
-    pytest.param(lambda: L.GlobalMaxPooling2D(data_format="channels_first"), lambda x: tf.reduce_max(x, [2, 3]),
+                 lambda x: R.reduce_mean(x, [2, 3], keepdims=True), id="gap-nchw-keepdims"),
+    pytest.param(lambda: L.GlobalMaxPooling2D(), lambda x: R.reduce_max(x, [1, 2]), id="gmp"),
+    pytest.param(lambda: L.GlobalMaxPooling2D(data_format="channels_first"), lambda x: R.reduce_max(x, [2, 3]),
                  id="gmp-nchw"),
     pytest.param(lambda: L.UpSampling2D((2, 3)),
-                 lambda x: tf.repeat(tf.repeat(x, 2, axis=1), 3, axis=2), id="upsampling"),
+                 lambda x: R.repeat(R.repeat(x, 2, axis=1), 3, axis=2), id="upsampling"),
     pytest.param(lambda: L.UpSampling2D(2, data_format="channels_first"),
-                 lambda x: tf.repeat(tf.repeat(x, 2, axis=2), 2, axis=3), id="upsampling-nchw"),
-    pytest.param(lambda: L.ZeroPadding2D(), lambda x: tf.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]]), id="zeropad"),
+                 lambda x: R.repeat(R.repeat(x, 2, axis=2), 2, axis=3), id="upsampling-nchw"),
+    pytest.param(lambda: L.ZeroPadding2D(), lambda x: R.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]]), id="zeropad"),
     pytest.param(lambda: L.ZeroPadding2D(((1, 2), (0, 3)), data_format="channels_first"),
-                 lambda x: tf.pad(x, [[0, 0], [0, 0], [1, 2], [0, 3]]), id="zeropad-nchw"),
+                 lambda x: R.pad(x, [[0, 0], [0, 0], [1, 2], [0, 3]]), id="zeropad-nchw"),
     pytest.param(lambda: L.Rescaling(1 / 255.0, offset=-0.5), lambda x: x / 255.0 - 0.5, id="rescaling"),
 ])
 def test_spatial_and_preprocessing_layers(make, ref):
@@ -367,7 +369,7 @@ def test_spatial_and_preprocessing_layers(make, ref):
     pytest.param(lambda a, b, c: L.subtract([c, a]), lambda a, b, c: c - a, id="subtract"),
     pytest.param(lambda a, b, c: L.multiply([a, c]), lambda a, b, c: a * c, id="multiply"),
     pytest.param(lambda a, b, c: L.average([b, c]), lambda a, b, c: (b + c) / 2.0, id="average"),
-    pytest.param(lambda a, b, c: L.concatenate([a, b, c], axis=1), lambda a, b, c: tf.concat([a, b, c], 1),
+    pytest.param(lambda a, b, c: L.concatenate([a, b, c], axis=1), lambda a, b, c: R.concat([a, b, c], 1),
                  id="concatenate"),
 ])
 def test_merging_layers(make, ref):
@@ -395,7 +397,7 @@ def r_conv2d_transpose(x, k, strides, padding, channels_first):
     """Each input pixel spreads ``x[n, i, j] @ k[a, b].T`` onto output ``(i * s + a, j * s + b)``, cropped as TF
     crops 'SAME': one 0/1 placement matrix per tap and dim, then an einsum (no convolution op)."""
     if channels_first:
-        x = tf.transpose(x, (0, 2, 3, 1))
+        x = R.transpose(x, (0, 2, 3, 1))
     kh, kw = k.shape[0], k.shape[1]
 
     def placements(size, taps, s):
@@ -407,11 +409,11 @@ def r_conv2d_transpose(x, k, strides, padding, channels_first):
             for i in range(size):
                 if 0 <= i * s + a - before < out:
                     m[a, i * s + a - before, i] = 1.0
-        return tf.constant(m, F64)
+        return R.constant(m, F64)
 
     ph, pw = placements(x.shape[1], kh, strides[0]), placements(x.shape[2], kw, strides[1])
-    y = tf.einsum("api,bqj,nijc,aboc->npqo", ph, pw, x, k)
-    return tf.transpose(y, (0, 3, 1, 2)) if channels_first else y
+    y = R.einsum("api,bqj,nijc,aboc->npqo", ph, pw, x, k)
+    return R.transpose(y, (0, 3, 1, 2)) if channels_first else y
 
 
 @pytest.mark.parametrize("fmt, k, s, pad", [
