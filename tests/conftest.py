@@ -2,8 +2,8 @@
 
 The suite runs against the backend named by ``$FLOWLAYERS_BACKEND`` (default ``tensorflow``), so the next
 engine runs the same suite.  Test files about the TensorFlow backend itself (they import
-``flowlayers_tensorflow``) run only under it; files that use TensorFlow as a reference or for tf.data run
-wherever TensorFlow is installed.
+``flowlayers_tensorflow`` at module level) run only under it, and single tests about it skip themselves; files
+that import TensorFlow at module level (for tf.data) run wherever TensorFlow is installed.
 
 Set before anything starts an engine: 4 logical CPU devices per test process (a 4-device process serves 1-, 2-
 and 4-device runtimes) and a quiet TF log.
@@ -37,10 +37,10 @@ def pytest_ignore_collect(collection_path, config):
     """Skip the files another backend (or a machine without TensorFlow) cannot run."""
     if collection_path.suffix != ".py" or not collection_path.is_file():
         return None
-    text = collection_path.read_text()
-    if BACKEND != "tensorflow" and "flowlayers_tensorflow" in text:
+    text = collection_path.read_text()     # module-level imports only: a test may import inside itself and skip
+    if BACKEND != "tensorflow" and re.search(r"^(import|from) flowlayers_tensorflow", text, re.M):
         return True
-    if not HAS_TENSORFLOW and re.search(r"^\s*(import tensorflow|from tensorflow)", text, re.M):
+    if not HAS_TENSORFLOW and re.search(r"^(import tensorflow|from tensorflow)", text, re.M):
         return True
     return None
 

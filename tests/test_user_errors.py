@@ -98,6 +98,11 @@ def undisturbed(face, view, n):
     return _undisturbed[face, view, n]
 
 
+def tensorflow_only():
+    if flow.config.backend_name() != "tensorflow":
+        pytest.skip("about the tensorflow backend")
+
+
 def devices_here():
     import tensorflow as tf
 
@@ -261,6 +266,7 @@ class Case:
     face: str = "keras"
     fix: Optional[Callable] = None  # (run) -> undoes a setting that is rejected only where it is used
     first: bool = False             # made before the first step
+    engine: Optional[str] = None    # the backend whose words the message checks (its device check, its errors)
 
 
 CASES = [
@@ -298,10 +304,10 @@ CASES = [
          lambda r: ("gpu_device_num", "positive int", "received -2"), "a count of at least 1", views=(M1, M2)),
     Case("more_devices_than_exist", lambda r: flow.config.gpu_device_num(64), flow.ConfigError,
          lambda r: ("gpu_device_num(64)", f"at most {devices_here()} devices", "received 64"),
-         "in a new process set FLOWLAYERS_CPU_DEVICES=64", views=(M1, M2)),
+         "in a new process set FLOWLAYERS_CPU_DEVICES=64", views=(M1, M2), engine="tensorflow"),
     Case("mesh_larger_than_devices", lambda r: flow.config.set_mesh(data=8, model=8), flow.ConfigError,
          lambda r: ("set_mesh(data=8, model=8)", f"at most {devices_here()} devices", "received 64"),
-         f"use at most {devices_here()}", views=(M1, C2)),
+         "use at most", views=(M1, C2), engine="tensorflow"),
     Case("mesh_not_matching_device_count", lambda r: (flow.config.set_mesh(data=1, model=1), r.epoch()),
          flow.ConfigError, lambda r: ("set_mesh(data=1, model=1)", f"device count {r.n} already set",
                                       "mesh of 1 device"),
@@ -365,10 +371,10 @@ CASES = [
     Case("engine_layout_error", fit_model_dtensor_cannot_lay_out, flow.EngineError,
          lambda r: ("step 'model.train'", "'soft'", "'raw_softsign'", "DTensor cannot lay this step out",
                     "'tf.SoftsignGrad' op does not implement layout propagation"),
-         "write the op's kernel with TF ops DTensor can lay out", views=(C2,)),
+         "write the op's kernel with TF ops DTensor can lay out", views=(C2,), engine="tensorflow"),
     Case("engine_error_while_running", fit_model_failing_while_running, flow.EngineError,
          lambda r: ("step 'model.train'", "failed in the engine", "'words'", "'gather'", "is not in [0, 10)"),
-         "check the values this op receives", views=(M1, M2, C2)),
+         "check the values this op receives", views=(M1, M2, C2), engine="tensorflow"),
     # Job functions
     Case("job_argument_count", lambda r: r.job(r.copies(r.x[:r.per])), flow.InputError,
          lambda r: ("'train_job'", "2 argument", "received 1"), "call it as train_job(images, labels)", face="job"),
@@ -397,7 +403,7 @@ CASES = [
          face="job"),
     Case("job_devices_beyond_this_process", lambda r: flow.config.gpu_device_num(64), flow.ConfigError,
          lambda r: ("gpu_device_num(64)", f"at most {devices_here()} devices", "received 64"),
-         "in a new process set FLOWLAYERS_CPU_DEVICES=64", face="job"),
+         "in a new process set FLOWLAYERS_CPU_DEVICES=64", face="job", engine="tensorflow"),
     # Keras face: arguments of fit, compile, save and load_model; layers' arguments
     Case("fit_unknown_keyword", lambda r: r.model.fit(r.x, r.y, epoch=2, verbose=0), flow.InputError,
          lambda r: ("Model 'model'.fit", "['epoch']"), "check the spelling against Keras' fit arguments"),
@@ -471,6 +477,8 @@ CASES = [
 
 @pytest.mark.parametrize("case,view,n", [pytest.param(c, v, n, id=f"{c.id}-{v}{n}") for c in CASES for v, n in c.views])
 def test_mistake_is_named_and_changes_nothing(case, view, n, tmp_path, monkeypatch):
+    if case.engine not in (None, flow.config.backend_name()):
+        pytest.skip(f"checks the {case.engine} backend's own words")
     expected = undisturbed(case.face, view, n)
     run = Run(case.face, view, n, tmp_path, monkeypatch)
     if not case.first:
@@ -546,6 +554,7 @@ print("DIFF", np.abs(store.variables["fc/kernel"].numpy() - disturbed).max())
 def test_devices_asked_after_tensorflow_started_elsewhere_are_refused_at_once():
     """The one mistake a running test process cannot make: TF started by other code before any device count.
     The device count is refused where it is set, and job functions then train on the devices there are."""
+    tensorflow_only()
     env = {k: v for k, v in os.environ.items() if k != "FLOWLAYERS_CPU_DEVICES"}
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(TF_STARTED_ELSEWHERE)], env=env, text=True,
                          capture_output=True, timeout=300, cwd=Path(__file__).parent)
@@ -575,6 +584,7 @@ print("DEVICES", len(tf.config.list_logical_devices("CPU")), model.optimizer.ite
 
 def test_devices_set_before_a_tf_data_pipeline_are_honoured():
     """gpu_device_num, then TF code (a dataset) before the first model: the call was in time, so it is honoured."""
+    tensorflow_only()
     env = {k: v for k, v in os.environ.items() if k != "FLOWLAYERS_CPU_DEVICES"}
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(DATASET_AFTER_DEVICES)], env=env, text=True,
                          capture_output=True, timeout=300, cwd=Path(__file__).parent)
@@ -583,6 +593,7 @@ def test_devices_set_before_a_tf_data_pipeline_are_honoured():
 
 
 def test_a_kernel_is_not_shadowed_by_accident():
+    tensorflow_only()
     from flowlayers_tensorflow import register_kernel
     from flowlayers_tensorflow.kernels import KERNELS
 
