@@ -31,6 +31,8 @@ class Backend(Protocol):
     kernels: Mapping[str, "Kernel"]     # op name -> kernel, for every op of ``op_names()`` and custom ones
     # optional: supports(op_name, signature) -> bool, the SBP signatures the engine can realise (consistent view);
     # the planner offers only those, here and in Blob.sbp, summary() and parallel_plan()
+    # optional: splits_dim_over_several_axes = True where one tensor dim may be split over several mesh axes
+    # (nd-SBP (S(0), S(0)); JAX's PartitionSpec(("a", "b"))); absent or False: one axis per dim at most
 
     def runtime(self, view: str, device_num: int, mesh: Optional[Tuple[Tuple[str, int], ...]]) -> "Runtime":
         """A runtime for one view, device count and (consistent view) mesh ``((axis, size), ...)``; made once per

@@ -14,6 +14,7 @@ class Backend:
     name = "tensorflow"
     #: capabilities, declared rather than discovered
     views = ("consistent", "mirrored")
+    splits_dim_over_several_axes = False    # a DTensor layout gives each tensor dim one mesh axis
 
     def runtime(self, view, device_num, mesh):
         if view == "consistent" and device_num > 1:

@@ -25,7 +25,7 @@ class Compiled:
         self.variables = list(program.variables) + [s for slots in self.slot_vars.values() for s in slots]
         self._plans, self._handles = {}, None
         self._sources = planner.sources(placement.variable_sbp) if placement.consistent else _replicas
-        self._supports = getattr(engine.backend(placement.backend), "supports", None)
+        self._supports, self._several = capabilities(placement)
         self._nodes = {id(n) for n in program.nodes}
         if placement.consistent:
             self.plan(None)     # forced signatures and constraints are checked before any step
@@ -37,7 +37,7 @@ class Compiled:
         if batch not in self._plans:
             p = self.program
             self._plans[batch] = planner.plan(p.nodes, self.placement.axes, batch, p.loss, p.trainable,
-                                              self._sources, self._supports)
+                                              self._sources, self._supports, several_axes=self._several)
         return self._plans[batch]
 
     def handles(self):
@@ -70,9 +70,16 @@ def planned_sbp(blob):
     for compiled in list(_live):
         if compiled.placement == placement and id(blob.node) in compiled._nodes:
             return compiled.plan(None).sbp[blob]
-    supports = getattr(engine.backend(placement.backend), "supports", None)
+    supports, several = capabilities(placement)
     return planner.plan(topo_sort([blob]), placement.axes, None, None, (), planner.sources(placement.variable_sbp),
-                        supports).sbp[blob]
+                        supports, several_axes=several).sbp[blob]
+
+
+def capabilities(placement):
+    """What the planner asks of the placement's backend: ``supports(op_name, signature)`` (None: every
+    signature) and whether it can split one tensor dim over several mesh axes."""
+    backend = engine.backend(placement.backend)
+    return getattr(backend, "supports", None), bool(getattr(backend, "splits_dim_over_several_axes", False))
 
 
 def _replicas(node, axes, batch=None):

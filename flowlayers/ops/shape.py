@@ -167,5 +167,15 @@ def sbp_constraint(x, nd_sbp):
             raise SBPError(f"{what}: {s!r} on mesh axis {axis_name!r} of size {n} expected a dim whose size divides "
                            f"by {n}, received dim {s.axis} of size {x.shape[s.axis]} in shape "
                            f"{describe_shape(x.shape)}; split a dim that divides, or broadcast on that axis")
-    check_nd(nd_sbp, x.shape, what)
+    from .. import config
+    from ..framework.compiled import capabilities
+
+    several = capabilities(config.placement())[1]
+    check_nd(nd_sbp, x.shape, what, several)
+    for dim in {s.axis for s in nd_sbp if isinstance(s, S)}:
+        n = math.prod(size for s, (_, size) in zip(nd_sbp, axes) if s == S(dim))
+        if x.shape[dim] is not None and x.shape[dim] % n:
+            raise SBPError(f"{what}: splitting dim {dim} of size {x.shape[dim]} over {n} devices (mesh axes "
+                           f"{[a for s, (a, _) in zip(nd_sbp, axes) if s == S(dim)]}) expected a size that divides "
+                           f"by {n}, received {x.shape[dim]}; split fewer axes there")
     return apply(SBP_CONSTRAINT, [x], {"sbp": nd_sbp})

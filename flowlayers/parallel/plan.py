@@ -81,21 +81,22 @@ class _Node:
         self.signature = node.signature
 
 
-def plan(nodes, axes, batch, loss, trainable, source_sbp, supports=None, rounds=3):
+def plan(nodes, axes, batch, loss, trainable, source_sbp, supports=None, rounds=3, several_axes=False):
     """A Plan for ``nodes`` on mesh ``axes`` ([(name, size), ...]) with ``batch`` rows fed; ``source_sbp(node,
     axes, batch)`` lays out the placeholders and variables (``sources``).
 
     The first round is greedy (each op's cheapest signature given its inputs); later rounds also count the
     Boxing of each op's outputs to what its consumers wanted in the round before, until nothing changes.
     ``loss`` and ``trainable`` (Variables) add the backward pass's Boxing; ``supports(op_name, signature)``
-    limits the signatures to those the backend can realise.
+    limits the signatures to those the backend can realise; ``several_axes``, whether it can split one tensor
+    dim over several mesh axes (else a dim is split on one axis at most).
 
     Greedy choice can take a reduce-scatter (P->S) that looks cheaper than an all-reduce (P->B) and then pay
     an all-gather back, plus the backward pass's mirror images: Megatron's MLP on a model-only mesh came out
     as 11 collectives where 3 all-reduces do.  So a plan with reduce-scatters is planned again with them
     charged as all-reduces, and the plan whose Boxing costs less per step, forward and backward, is kept.
     """
-    args = (nodes, axes, batch, loss, trainable, source_sbp, supports, rounds)
+    args = (nodes, axes, batch, loss, trainable, source_sbp, supports, rounds, several_axes)
     first = _plan(*args)
     if not any(kind == "reduce-scatter" for b in first.boxing for _, kind in b.collectives):
         return first
@@ -108,7 +109,7 @@ def cost(p):
     return sum(b.bytes_per_step + propagate.LATENCY_BYTES * len(b.collectives) for b in p.boxing)
 
 
-def _plan(nodes, axes, batch, loss, trainable, source_sbp, supports, rounds, whole_partials=False):
+def _plan(nodes, axes, batch, loss, trainable, source_sbp, supports, rounds, several_axes, whole_partials=False):
     p = Plan(axes)
 
     def fed(shape):   # an unknown (None) dim is the batch: plan with the size actually fed
@@ -136,7 +137,7 @@ def _plan(nodes, axes, batch, loss, trainable, source_sbp, supports, rounds, who
             specs = [(fed(b.shape), b.dtype) for b in node.outputs]
             wants = [[p.wanted[c] for c in consumers.get(b, ()) if c in p.wanted] for b in node.outputs]
             sigs = tuple(propagate.signatures(view, specs, axes, wants if round_ else None, supports,
-                                              whole_partials))
+                                              whole_partials, several_axes))
             changed |= p.signatures.get(node) != sigs
             p.signatures[node] = sigs
             p.sbp.update(zip(node.outputs, propagate.output_sbps(sigs, len(specs))))

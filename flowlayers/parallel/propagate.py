@@ -31,20 +31,34 @@ def _divides(sbp, shape, n):
     return d is None or d % n == 0
 
 
-def _dims(sbps):
-    return {s.axis for s in sbps if isinstance(s, Split)}
+class Taken:
+    """Per input and output of a node, the product of the sizes of the mesh axes already splitting each tensor dim,
+    as the axes are decided one after another.  A dim split on an earlier axis is split again only where the backend
+    declares it can (``several``: ``Backend.splits_dim_over_several_axes``) and its size divides by all of them."""
+
+    def __init__(self, n_inputs, n_outputs, several=False):
+        self.inputs, self.outputs = [{} for _ in range(n_inputs)], [{} for _ in range(n_outputs)]
+        self.several = several
+
+    def fits(self, s, shape, used, n):
+        if not _divides(s, shape, n):
+            return False
+        if not isinstance(s, Split) or s.axis not in used:
+            return True
+        return self.several and (shape[s.axis] is None or shape[s.axis] % (used[s.axis] * n) == 0)
+
+    def add(self, sig, n):
+        for used, s in zip(self.inputs + self.outputs, sig.inputs + sig.outputs):
+            if isinstance(s, Split):
+                used[s.axis] = used.get(s.axis, 1) * n
 
 
 def legal(sig, node, specs, n, taken=None):
-    """Whether ``sig`` fits the shapes on an axis of ``n`` devices and splits no dim an earlier axis split."""
-    taken_in, taken_out = taken or ([set()] * len(node.inputs), [set()] * len(specs))
-    for s, x, used in zip(sig.inputs, node.inputs, taken_in):
-        if not _divides(s, x.shape, n) or (isinstance(s, Split) and s.axis in used):
-            return False
-    for s, (shape, _), used in zip(sig.outputs, specs, taken_out):
-        if not _divides(s, shape, n) or (isinstance(s, Split) and s.axis in used):
-            return False
-    return True
+    """Whether ``sig`` fits the shapes on an axis of ``n`` devices, splitting a dim an earlier axis split only as
+    ``taken`` allows."""
+    taken = taken or Taken(len(node.inputs), len(specs))
+    return all(taken.fits(s, x.shape, used, n) for s, x, used in zip(sig.inputs, node.inputs, taken.inputs)) and \
+        all(taken.fits(s, shape, used, n) for s, (shape, _), used in zip(sig.outputs, specs, taken.outputs))
 
 
 def _cost(src, dst, size, n, whole_partials=False):
@@ -113,17 +127,18 @@ def _offered(node, supports):
     return [s for s in sigs if supports is None or supports(node.op.name, s)]
 
 
-def signatures(node, specs, axes, out_wants=None, supports=None, whole_partials=False):
+def signatures(node, specs, axes, out_wants=None, supports=None, whole_partials=False, several_axes=False):
     """One Signature per mesh axis for ``node``: forced, a constraint's own, or the cheapest.
 
     ``node.inputs`` carry ``.shape``, ``.dtype``, ``.ndim`` and ``.sbp`` (nd-SBP); ``out_wants`` see choose;
-    ``supports`` is the backend's say on which signatures it can realise; ``whole_partials`` see _cost.
+    ``supports`` is the backend's say on which signatures it can realise; ``whole_partials`` see _cost;
+    ``several_axes``: whether the backend can split one tensor dim over several mesh axes (``Taken``).
     """
     forced = node.signature
     if forced is not None and len(forced) != len(axes):
         raise SBPError(f"op {_name(node)}: forced signature expected {len(axes)} entries, one per mesh axis "
                        f"{[a for a, _ in axes]}, received {forced!r}")
-    taken = ([set() for _ in node.inputs], [set() for _ in specs])
+    taken = Taken(len(node.inputs), len(specs), several_axes)
     chosen = []
     for i, (axis, n) in enumerate(axes):
         if node.op.kind == "constraint":
@@ -138,8 +153,7 @@ def signatures(node, specs, axes, out_wants=None, supports=None, whole_partials=
         else:
             sig, _ = choose(node, specs, i, n, taken, out_wants, supports, whole_partials, axis)
             sig = sig or Signature((broadcast,) * len(node.inputs), (broadcast,) * len(specs))
-        for used, s in zip(taken[0] + taken[1], sig.inputs + sig.outputs):
-            used |= _dims([s])
+        taken.add(sig, n)
         chosen.append(sig)
     return chosen
 
@@ -156,11 +170,15 @@ def input_sbps(sigs, n_inputs):
     return [tuple(sig.inputs[k] for sig in sigs) for k in range(n_inputs)]
 
 
-def check_nd(nd_sbp, shape, what):
-    """An nd-SBP may split each tensor dim over at most one mesh axis (DTensor gives each dim one mesh axis)."""
+def check_nd(nd_sbp, shape, what, several_axes=False):
+    """An nd-SBP may split each tensor dim over at most one mesh axis, unless the backend can split one over
+    several (DTensor gives each dim one mesh axis)."""
     dims = [s.axis for s in nd_sbp if isinstance(s, Split)]
+    if several_axes:
+        return
     if len(set(dims)) != len(dims):
         twice = next(d for d in dims if dims.count(d) > 1)
         raise SBPError(f"{what}: expected each tensor dim split over at most one mesh axis, received "
                        f"{format_nd(nd_sbp)}, which splits dim {twice} of shape {describe_shape(shape)} over two "
-                       f"axes; split another dim on one of them, or broadcast there")
+                       f"axes, which backend {config.backend_name()!r} cannot; split another dim on one of them, or "
+                       f"broadcast there")

@@ -134,3 +134,32 @@ def test_an_op_is_a_source_or_a_constraint_by_its_kind_not_its_name():
     with pytest.raises(flow.GraphError, match=r"OpDef 'odd': kind expected one of \('compute', 'placeholder', "
                                               r"'variable', 'constant', 'constraint'\), received 'source'"):
         OpDef("odd", None, None, kind="source")
+
+
+def test_a_dim_is_split_over_several_mesh_axes_only_where_the_backend_can():
+    """``Backend.splits_dim_over_several_axes``: DTensor (False) gives each tensor dim one mesh axis, so a signature
+    splitting the batch over both axes of a 2x2 mesh is refused; a backend that can (JAX) gets it planned, with
+    each device holding a quarter of the rows, and a dim that does not divide by all its axes is still refused."""
+    from flowlayers.framework.graph import topo_sort
+    from flowlayers.parallel import force_signature, plan as planner
+
+    flow.config.set_view("consistent")
+    flow.config.gpu_device_num(4)
+    flow.config.set_mesh(data=2, model=2)
+    x = flow.Input((4,))
+    y = flow.layers.Dense(6, use_bias=False, name="d")(x)
+    rows = Signature((Split(0), B), (Split(0),))
+    force_signature(y, rows, rows)
+    placement = flow.config.placement()
+
+    def plan(several, batch=None):
+        return planner.plan(topo_sort([y]), placement.axes, batch, None, (), planner.sources(placement.variable_sbp),
+                            several_axes=several)
+
+    with pytest.raises(flow.SBPError, match="forced signature"):
+        plan(False)
+    assert plan(True, batch=8).sbp[y] == (Split(0), Split(0))
+    with pytest.raises(flow.SBPError, match="forced signature"):
+        plan(True, batch=6)                    # 6 rows do not split over 2 x 2 devices
+    with pytest.raises(flow.SBPError, match=r"splits dim 0 .* over two axes, which backend 'tensorflow' cannot"):
+        x.with_sbp(Split(0), Split(0))
