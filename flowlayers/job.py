@@ -115,12 +115,12 @@ class JobFunction:
         """Build the graph and compile it for the runtime in force (also done by the first call)."""
         view = self.view
         placement = config.placement(view)
+        if self._compiled and self._compiled[0] == placement:
+            return self._compiled
         try:
             engine.runtime(placement)
         except ConfigError as e:
             raise ConfigError(f"job function {self.__name__!r}: {e}") from None
-        if self._compiled and self._compiled[0] == placement:
-            return self._compiled
         with scope.View(view), dtypes.default_float(self.config.data_type if self.config else dtypes.float32):
             _builds.append(_Build(self.job_type))
             layer_base._build_in_store.append(True)

@@ -59,7 +59,3 @@ class Placement:
                 raise SBPError(f"layout rule {pattern!r}: expected to match at least one variable, received none "
                                f"among {paths[:8]}{' ...' if len(paths) > 8 else ''} (rules match variable paths "
                                f"with re.search); fix the pattern or remove the rule")
-
-    def __str__(self):
-        where = f"mesh {dict(self.mesh)}" if self.consistent else f"{self.device_num} device(s)"
-        return f"{self.view} view, {where}, backend {self.backend!r}"

@@ -104,10 +104,10 @@ class Variable:
         spec = self.mesh_spec(mesh, rules)
         return tuple(Split(spec.index(a)) if a in spec else broadcast for a in mesh)
 
-    def spec(self, placement):
-        """What a backend is handed to make this variable in ``placement``."""
+    def spec(self, placement, nd_sbp):
+        """What a backend is handed to make this variable in ``placement``, laid out as ``nd_sbp``."""
         return VariableSpec(self.path, self.shape, self.dtype, self.trainable, self.initializer.sampler(self.shape),
-                            tuple(self.seed(placement.seed)), placement.variable_sbp(self), self.placement)
+                            tuple(self.seed(placement.seed)), nd_sbp, self.placement)
 
     # Values -------------------------------------------------------------
     def handle_in(self, runtime, placement):
@@ -117,7 +117,7 @@ class Variable:
         home = self._home
         if home is None or home[0] is not runtime or home[1] != layout:
             value = home[0].read(home[2]) if home is not None else None
-            self._home = (runtime, layout, runtime.create_variable(self.spec(placement), value))
+            self._home = (runtime, layout, runtime.create_variable(self.spec(placement, layout), value))
         return self._home[2]
 
     def holds(self, handle):

@@ -35,7 +35,7 @@ class ArrayAdapter(Adapter):
         self.steps = num_batches(len(arrays[0]), batch_size)
 
     def epoch(self, epoch):
-        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.arrays[0])) if self.shuffle else None
+        order = epoch_order(self.seed, epoch, len(self.arrays[0])) if self.shuffle else None
         return batches(self.arrays, self.batch_size, order)
 
 
@@ -66,8 +66,7 @@ class SequenceAdapter(Adapter):
         self.steps = len(sequence)
 
     def epoch(self, epoch):
-        order = np.random.default_rng([self.seed, epoch]).permutation(self.steps) if self.shuffle else \
-            range(self.steps)
+        order = epoch_order(self.seed, epoch, self.steps) if self.shuffle else range(self.steps)
         for i in order:
             yield self.sequence[int(i)]
         if callable(getattr(self.sequence, "on_epoch_end", None)):
@@ -101,6 +100,12 @@ class GeneratorAdapter(Adapter):
 
 
 _END = object()
+
+
+def epoch_order(seed, epoch, n):
+    """The shuffled order of ``n`` samples (or batches) in epoch ``epoch``: ``rng([seed, epoch])``'s, the same
+    when a run resumes there."""
+    return np.random.default_rng([seed, epoch]).permutation(n)
 
 
 def adapter(x, what, batch_size=None, shuffle=False, seed=0, steps_per_epoch=None, arrays=None):

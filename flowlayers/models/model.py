@@ -111,9 +111,9 @@ class Model:
                 attrs["training"] = bool(training)
             with layer_scope(node.layer) if node.layer is not None else contextlib.nullcontext():
                 out = apply(node.op, [values[id(b.node), b.index] for b in node.inputs], attrs, variable=node.variable)
-            made = (out if isinstance(out, tuple) else (out,))[0].node
-            made.updates, made.signature = dict(node.updates), node.signature
-            for old, new in zip(node.outputs, out if isinstance(out, tuple) else (out,)):
+            out = out if isinstance(out, tuple) else (out,)
+            out[0].node.updates, out[0].node.signature = dict(node.updates), node.signature
+            for old, new in zip(node.outputs, out):
                 values[id(node), old.index] = new
         results = [values[id(b.node), b.index] for b in self.outputs]
         if self._output_keys:

@@ -175,10 +175,13 @@ def _stepper(model, phase, placement):
     training."""
     labelled = len(model.inputs) + sum(1 for h in model._heads or [None] if h is None or h.loss is not None)
     optimizer = model.optimizer if phase == "train" else None
+    compiled = {}       # weighted -> the step, looked up once per call (its key walks every weight)
 
     def step(batch):
-        compiled = model._executable(phase, weighted=len(batch) > labelled, placement=placement)
-        return compiled.run(list(batch), optimizer)
+        weighted = len(batch) > labelled
+        if weighted not in compiled:
+            compiled[weighted] = model._executable(phase, weighted=weighted, placement=placement)
+        return compiled[weighted].run(list(batch), optimizer)
     return step
 
 
@@ -207,7 +210,6 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
     checked_steps(steps_per_epoch, what, "steps_per_epoch")
     placement = config.placement()      # taken once: a setting changed during fit reaches the next fit
     prepared = _prepare(model, x, y, what)
-    source = None
     if prepared is None:
         for name, value in (("sample_weight", sample_weight), ("class_weight", class_weight),
                             ("validation_split", validation_split or None)):
