@@ -9,8 +9,9 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["flowlayers", "flowlayers.*"])
-    + find_packages("backends", include=["flowlayers_tensorflow", "flowlayers_tensorflow.*"]),
-    package_dir={"flowlayers_tensorflow": "backends/flowlayers_tensorflow"},
+    + find_packages("backends", include=["flowlayers_tensorflow", "flowlayers_tensorflow.*", "flowlayers_jax",
+                                         "flowlayers_jax.*"]),
+    package_dir={"flowlayers_tensorflow": "backends/flowlayers_tensorflow", "flowlayers_jax": "backends/flowlayers_jax"},
     install_requires=["numpy>=1.26,<3"],
     extras_require={
         # the engine: the CPU build of TensorFlow is enough where no GPU is wanted
@@ -18,6 +19,9 @@ setup(
         # over tensorflow-cpu's files)
         "tensorflow-cpu": ["tensorflow-cpu>=2.21,<2.22", "keras>=3.15,<4"],
         "tensorflow": ["tensorflow>=2.21,<2.22", "keras>=3.15,<4"],
+        # the jax backend: JAX's CPU build (0.10.2 is the newest for Python 3.11); a GPU user installs JAX's CUDA
+        # build as JAX documents (pip install "jax[cuda13]")
+        "jax": ["jax[cpu]>=0.10.2,<0.12"],
         # what the tutorials use: bundled real data (scikit-learn's digits) and the pictures
         "examples": ["scikit-learn>=1.4", "matplotlib>=3.8"],
         # the tests run every tutorial, pictures included
@@ -26,5 +30,6 @@ setup(
         # mkdocs build --strict: API reference from docstrings, tutorials embedded with pymdownx.snippets
         "docs": ["mkdocs>=1.6", "mkdocstrings[python]>=0.26", "pymdown-extensions>=10"],
     },
-    entry_points={"flowlayers.backends": ["tensorflow = flowlayers_tensorflow:Backend"]},
+    entry_points={"flowlayers.backends": ["tensorflow = flowlayers_tensorflow:Backend",
+                                          "jax = flowlayers_jax:Backend"]},
 )

@@ -53,6 +53,10 @@ class ProgbarLogger(Callback):
         super().__init__()
         self.verbose, self.stream = verbose, stream or sys.stdout
 
+    @property
+    def reads_batch_logs(self):
+        return self.verbose == 1     # the bar is redrawn after each batch; otherwise one line per epoch
+
     def on_epoch_begin(self, epoch, logs=None):
         self.start, self.seen = time.perf_counter(), 0
         if self.verbose:
@@ -142,6 +146,19 @@ class BackupAndRestore(Callback):
                 os.rmdir(self.backup_dir)
 
 
+def reads_batch_logs(callback, hook):
+    """Whether ``callback``'s batch-end ``hook`` may read its logs: it says so (``reads_batch_logs``), or it is its
+    own (not the no-op of flowlayers' or Keras' base class).  Where none does, the training loop leaves the
+    metrics on the engine until the epoch ends: reading them after each batch would wait for each step."""
+    declared = getattr(callback, "reads_batch_logs", None)
+    if declared is not None:
+        return bool(declared)
+    fn = getattr(type(callback), hook, None)
+    if fn is None or fn is getattr(Callback, hook):
+        return False
+    return not (fn.__qualname__ == f"Callback.{hook}" and fn.__module__.startswith("keras."))
+
+
 class CallbackList:
     """Calls each hook on every callback that has it."""
 
@@ -152,6 +169,9 @@ class CallbackList:
                 cb.set_model(model)
             if hasattr(cb, "set_params"):
                 cb.set_params(params)
+
+    def reads_batch_logs(self, hook):
+        return any(reads_batch_logs(cb, hook) for cb in self.callbacks)
 
     def __getattr__(self, hook):
         if hook not in HOOKS:

@@ -10,18 +10,23 @@ The front end owns what is not the engine's: settings, layout rules, the planner
 lives (moving it between runtimes when the view changes), optimizer rules, checkpoints.  A backend owns values on
 devices, compiled steps, and the communication its plan asks for.
 """
+from dataclasses import dataclass
 from typing import Any, Callable, List, Mapping, Optional, Protocol, Sequence, Tuple, runtime_checkable
+
+import numpy as np
 
 from .framework.placement import Placement
 from .framework.program import Program
 from .framework.variable import VariableSpec
+from .optimizers import functional      # optimizer rules for engines without in-place update
 from .parallel.plan import Boxing, Plan
 
 Handle = Any            # the engine's own variable object, opaque to the front end
 Axes = List[Tuple[str, int]]
 
 __all__ = ["Backend", "Runtime", "Executable", "Kernel", "KernelContext", "ArrayNamespace", "Handle", "Placement",
-           "Program", "VariableSpec", "Plan", "Boxing", "op_names", "check_backend"]
+           "Program", "VariableSpec", "Plan", "Boxing", "Rows", "functional", "op_names", "check_backend", "run_steps",
+           "step_by_step"]
 
 
 @runtime_checkable
@@ -82,7 +87,10 @@ class Executable(Protocol):
         ``handles`` the engine handle of every variable and optimizer slot by path (the same mapping object while
         nothing moved; a new one after a value moved, and then traced steps holding the old ones are stale).
         Returns one host value per output in ``program.output_modes``, then the watched gradients
-        (``program.gradients``) as logical arrays."""
+        (``program.gradients``) as logical arrays.  A ``"sum"`` output may instead be the engine's scalar, read
+        only when the front end needs it (``float``): an engine that dispatches asynchronously then runs ahead of
+        the host.  Optional: ``steps(feeds, handles, lrs, first_step)``, several steps in one dispatch
+        (``run_steps``)."""
 
 
 class KernelContext(Protocol):
@@ -97,6 +105,37 @@ class KernelContext(Protocol):
     def lay_out(self, tensor, nd_sbp): ...                               # a kernel's own intermediate
     def pin(self, blob, tensor): ...
     def box(self, node, i: int, tensor): ...
+
+
+@dataclass(frozen=True, eq=False)
+class Rows:
+    """Several steps' feed of one input as rows of a whole host array: step ``k`` takes ``source[index[k]]``.
+
+    ``source`` is the same object in every call while the data stays the same (a training array, for the whole of
+    ``fit``), so an engine may keep it on its devices once and gather each step's rows there, where the host would
+    otherwise copy every batch.  ``gather()`` is the host's way."""
+    source: Any
+    index: Any          # int array (steps, batch)
+
+    def gather(self):
+        return np.take(self.source, self.index, axis=0)
+
+
+def run_steps(executable, feeds, handles, lrs, first_step):
+    """``len(lrs)`` steps of ``executable`` in a row, at rates ``lrs`` and steps ``first_step, first_step + 1, ...``;
+    ``feeds``: per input, a ``Rows`` or an array stacked over the steps.  Returns per output the values of every
+    step stacked.  An executable may do it in one dispatch (``Executable.steps``, optional, the same arguments);
+    otherwise the steps are called one by one."""
+    if hasattr(executable, "steps"):
+        return executable.steps(feeds, handles, lrs, first_step)
+    return step_by_step(executable, feeds, handles, lrs, first_step)
+
+
+def step_by_step(executable, feeds, handles, lrs, first_step):
+    """``run_steps`` as one call of ``executable`` per step (what an executable's ``steps`` may fall back to)."""
+    stacked = [f.gather() if isinstance(f, Rows) else f for f in feeds]
+    per_step = [executable([f[k] for f in stacked], handles, lr, first_step + k) for k, lr in enumerate(lrs)]
+    return [np.stack([np.asarray(v) for v in values]) for values in zip(*per_step)]
 
 
 class Kernel(Protocol):

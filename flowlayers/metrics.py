@@ -3,6 +3,8 @@
 Every device returns the sum of its values; the host adds them and divides
 by the number of examples seen, so a metric is the same in every view.
 """
+import numpy as np
+
 from . import dtypes
 from .errors import ConfigError
 from .framework import naming
@@ -22,8 +24,22 @@ class Metric:
         self.total, self.count = 0.0, 0
 
     def update(self, total, count):
-        self.total += float(total)
+        """Add a batch's sum over ``count`` examples (or several batches' sums, stacked, over all their examples).
+        The sum may be an engine's array still being computed: it is read on the host only when ``total`` is (an
+        engine that dispatches asynchronously runs ahead)."""
+        self._pending.append(total)
         self.count += int(count)
+
+    @property
+    def total(self):
+        if self._pending:
+            self._total += sum(float(np.sum(np.asarray(t, np.float64))) for t in self._pending)
+            self._pending = []
+        return self._total
+
+    @total.setter
+    def total(self, value):
+        self._total, self._pending = float(value), []
 
     def result(self):
         return self.total / self.count if self.count else 0.0

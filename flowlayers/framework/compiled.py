@@ -7,7 +7,7 @@ in the layout the placement gives it, and hands the engine handles to each step.
 """
 import weakref
 
-from .. import config, engine
+from .. import config, contract, engine
 from ..parallel import plan as planner
 from ..sbp import Split, broadcast
 from .graph import topo_sort
@@ -58,6 +58,17 @@ class Compiled:
             return self(feeds)
         values = self(feeds, optimizer.current_learning_rate(), optimizer.iterations + 1)
         optimizer.iterations += 1
+        return values
+
+
+    def run_steps(self, feeds, count, optimizer=None):
+        """``count`` steps in one call (``contract.run_steps``: per input a ``Rows`` or an array stacked over the
+        steps), each at its step's learning rate.  Returns per output its values stacked over the steps."""
+        first = 1 if optimizer is None else optimizer.iterations + 1
+        lrs = [0.0 if optimizer is None else optimizer.learning_rate_at(first + k - 1) for k in range(count)]
+        values = contract.run_steps(self.executable, feeds, self.handles(), lrs, first)
+        if optimizer is not None:
+            optimizer.iterations += count
         return values
 
 

@@ -241,13 +241,27 @@ def _convert(a, dtype, what, integral_floats=False):
     return a.astype(dtype.numpy, copy=False)
 
 
+class Batch(tuple):
+    """A batch of rows of whole arrays: the row slices, and ``sources`` (the whole arrays) and ``index`` (the rows
+    taken), so that several batches can reach an engine as rows it may gather on its devices (``contract.Rows``)."""
+
+    def __new__(cls, values, sources, order, start):
+        batch = super().__new__(cls, values)
+        batch.sources, batch._order, batch._start = sources, order, start
+        return batch
+
+    @property
+    def index(self):
+        end = self._start + len(self[0])
+        return np.arange(self._start, end) if self._order is None else self._order[self._start:end]
+
+
 def batches(arrays, batch_size, order=None):
-    """Yield tuples of batch slices; the last batch may be smaller."""
+    """Yield Batches of slices of ``arrays`` (rows ``order`` when shuffled); the last batch may be smaller."""
     n = len(arrays[0])
-    if order is not None:
-        arrays = [a[order] for a in arrays]
+    shuffled = arrays if order is None else [a[order] for a in arrays]
     for start in range(0, n, batch_size):
-        yield tuple(a[start:start + batch_size] for a in arrays)
+        yield Batch(tuple(a[start:start + batch_size] for a in shuffled), arrays, order, start)
 
 
 def num_batches(n, batch_size):

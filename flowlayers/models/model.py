@@ -37,6 +37,7 @@ class Model:
         self.train_function = None      # Keras callbacks look for it (TensorBoard's graph); no Keras graph here
         self._jit_compile = False
         self._micro_batches = 1
+        self.steps_per_execution = 1
         self._programs = {}
         if inputs is not None or outputs is not None:
             self._init_graph(inputs, outputs)
@@ -237,7 +238,7 @@ class Model:
 
     # Compile and run -----------------------------------------------------
     def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, jit_compile=False,
-                micro_batches=1, **kwargs):
+                micro_batches=1, steps_per_execution=1, **kwargs):
         """Keras' compile.  A model with several outputs takes a loss, loss weight and metrics per output
         (``heads.py``); with one output, ``loss_weights`` scales its loss.
 
@@ -246,12 +247,21 @@ class Model:
         batch gives, with the activations of a micro-batch at a time where memory is short, and, when layers are
         placed on different devices (``flow.scope.placement``), a pipeline: those stages work on different
         micro-batches at once.  (``gradient_accumulation_steps`` on an optimizer is Keras' form: one update per
-        that many steps, each fed a micro-batch.)"""
+        that many steps, each fed a micro-batch.)
+
+        ``steps_per_execution`` (Keras'): the batches ``fit`` and ``evaluate`` hand the engine at once, run as
+        that many steps in one dispatch where the backend can (``contract.run_steps``; the jax backend scans them,
+        with a training array's rows gathered on the devices); callbacks' batch hooks then run once per group,
+        after its last batch, as in Keras."""
         if kwargs:
             raise InputError(f"Model {self.name!r}.compile: unexpected keyword argument(s) {sorted(kwargs)}")
         if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) or micro_batches < 1:
             raise InputError(f"Model {self.name!r}.compile: micro_batches expected a positive int, received "
                              f"{micro_batches!r}")
+        if isinstance(steps_per_execution, bool) or not isinstance(steps_per_execution, int) or \
+                steps_per_execution < 1:
+            raise InputError(f"Model {self.name!r}.compile: steps_per_execution expected a positive int, received "
+                             f"{steps_per_execution!r}")
         optimizer = optimizers_mod.get(optimizer)
         if self.built and len(self.outputs) > 1 and loss is not None:
             self._heads = heads_mod.make_heads(self, loss, loss_weights, metrics)
@@ -270,6 +280,7 @@ class Model:
         self.optimizer = optimizer
         self._jit_compile = bool(jit_compile)
         self._micro_batches = micro_batches
+        self.steps_per_execution = steps_per_execution
         self._programs = {}
 
     @property

@@ -11,7 +11,7 @@ per variable, a manifest with checksums, written atomically) whose manifest
      "owners": {name: {"class_name", "module", "config"}             a layer, by its get_config
                        | {"class_name": "Model"|"Sequential", "model": <model>}},   a nested model
      "model": <model>, "compile": null | {"optimizer", "loss", "loss_weights", "metrics", "jit_compile",
-                                             "micro_batches"}}
+                                             "micro_batches", "steps_per_execution"}}
 
 A functional ``<model>`` lists ``entries`` in the order they are rebuilt:
 ``{"input": {name, shape, batch_size, dtype}}``, ``{"call": owner, "inputs": [[entry, output], ...], "single":
@@ -195,7 +195,7 @@ def _compile_config(model):
                           f"{opt.learning_rate!r}, which cannot be saved without its code; expected a number (or "
                           f"save_weights, which saves the optimizer state without its settings)")
     spec = {"optimizer": _object_spec(opt, f"optimizer {opt.name!r}"), "jit_compile": model._jit_compile,
-            "micro_batches": model._micro_batches}
+            "micro_batches": model._micro_batches, "steps_per_execution": model.steps_per_execution}
     if model._heads is None:
         spec.update(loss=_loss_spec(model.loss), loss_weights=model._loss_weight,
                     metrics=[_object_spec(m, f"metric {m.name!r}") for m in model.compiled_metrics])
@@ -387,7 +387,7 @@ def _compile(model, spec, custom, where):
         metrics = [make(m, metrics_table, "metric") for m in metrics]
     model.compile(optimizer=make(spec["optimizer"], _classes(optimizers_mod, optimizers_mod.Optimizer), "optimizer"),
                   loss=loss, loss_weights=spec["loss_weights"], metrics=metrics, jit_compile=spec["jit_compile"],
-                  micro_batches=spec.get("micro_batches", 1))
+                  micro_batches=spec.get("micro_batches", 1), steps_per_execution=spec.get("steps_per_execution", 1))
 
 
 def _classes(module, base):

@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 
 from .. import callbacks as callbacks_mod, config, losses, metrics as metrics_mod
+from ..contract import Rows
 from ..errors import CheckpointError, InputError
 from ..inputs import check_range, index_ranges
 from . import data_adapter as da
@@ -144,8 +145,9 @@ class FitState:
 
 
 def _run_batches(model, step, batches, metrics, callbacks, hook, train, state=None):
-    """Run ``step(batch)`` (a Compiled step's run, picked for the batch) on each batch; metrics are exact running
-    means over samples seen.
+    """Run ``step`` on each batch (``steps_per_execution`` > 1: on groups of that many batches of one size, each
+    group one call, its callbacks' batch hooks called once, as Keras does); metrics are exact running means over
+    the samples seen.
 
     Under ``fit`` the FitState numbers the batches (from where a resumed epoch starts) and holds the metrics.
     """
@@ -153,36 +155,71 @@ def _run_batches(model, step, batches, metrics, callbacks, hook, train, state=No
     if state is None:
         for m in metrics:
             m.reset_state()
+    # the logs after each batch only where a callback reads them: reading a metric waits for its step
+    each_batch = callbacks.reads_batch_logs(f"on_{hook}_batch_end")
     logs = {m.name: m.result() for m in metrics} if start else {}
-    for i, batch in enumerate(batches, start):
-        getattr(callbacks, f"on_{hook}_batch_begin")(i, logs)
-        sums = step(batch)
-        n = len(batch[0])
+    ran = False
+    at = start
+    for group in _groups(batches, model.steps_per_execution):
+        getattr(callbacks, f"on_{hook}_batch_begin")(at, logs)
+        # each metric's sum over the group (one per batch, stacked, for a group of several)
+        sums = step.many(group) if len(group) > 1 else step(group[0])
         for m, total in zip(metrics, sums):
-            m.update(total, n)
-        logs = {m.name: m.result() for m in metrics}
+            m.update(total, sum(len(b[0]) for b in group))
+        ran, at = True, at + len(group)
+        if each_batch:
+            logs = {m.name: m.result() for m in metrics}
         if state is not None:
-            state.batch = i + 1
-        getattr(callbacks, f"on_{hook}_batch_end")(i, logs)
+            state.batch = at
+        getattr(callbacks, f"on_{hook}_batch_end")(at - 1, logs)
         if train and model.stop_training:
             break
-    return logs
+    return {m.name: m.result() for m in metrics} if ran else logs
 
 
-def _stepper(model, phase, placement):
-    """``batch -> step results`` for ``phase``: the compiled step with or without sample weights, as the batch
-    has them (a batch is inputs, labels per loss, then maybe weights), run at the optimizer's next step when
-    training."""
-    labelled = len(model.inputs) + sum(1 for h in model._heads or [None] if h is None or h.loss is not None)
-    optimizer = model.optimizer if phase == "train" else None
-    compiled = {}       # weighted -> the step, looked up once per call (its key walks every weight)
+def _groups(batches, size):
+    """Consecutive batches in lists of up to ``size``, a list closed early where the batch size changes (a last,
+    smaller batch)."""
+    group = []
+    for batch in batches:
+        if group and (len(group) == size or len(batch[0]) != len(group[0][0])):
+            yield group
+            group = []
+        group.append(batch)
+    if group:
+        yield group
 
-    def step(batch):
-        weighted = len(batch) > labelled
-        if weighted not in compiled:
-            compiled[weighted] = model._executable(phase, weighted=weighted, placement=placement)
-        return compiled[weighted].run(list(batch), optimizer)
-    return step
+
+class _Stepper:
+    """``step(batch)`` -> the step's results for ``phase``: the compiled step with or without sample weights, as
+    the batch has them (a batch is inputs, labels per loss, then maybe weights), run at the optimizer's next step
+    when training; ``step.many(batches)``: several in one call."""
+
+    def __init__(self, model, phase, placement):
+        self.model, self.phase, self.placement = model, phase, placement
+        self.labelled = len(model.inputs) + sum(1 for h in model._heads or [None] if h is None or h.loss is not None)
+        self.optimizer = model.optimizer if phase == "train" else None
+        self.compiled = {}       # weighted -> the step, looked up once per call (its key walks every weight)
+
+    def _for(self, batch):
+        weighted = len(batch) > self.labelled
+        if weighted not in self.compiled:
+            self.compiled[weighted] = self.model._executable(self.phase, weighted=weighted, placement=self.placement)
+        return self.compiled[weighted]
+
+    def __call__(self, batch):
+        return self._for(batch).run(list(batch), self.optimizer)
+
+    def many(self, group):
+        """The results of the batches of ``group`` (batches of one size), each stacked over them, run as one
+        call: rows of whole training arrays as ``contract.Rows``, other batches stacked."""
+        first = group[0]
+        if all(getattr(b, "sources", None) is not None and b.sources is first.sources for b in group):
+            index = np.stack([b.index for b in group])
+            feeds = [Rows(source, index) for source in first.sources]
+        else:
+            feeds = [np.stack([b[i] for b in group]) for i in range(len(first))]
+        return self._for(first).run_steps(feeds, len(group), self.optimizer)
 
 
 def _metrics(model):
@@ -241,7 +278,7 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
     state = model._fit_state = FitState(_metrics(model), steps, source.batch_size, source.description)
     try:
         cbs.on_train_begin({})    # BackupAndRestore restores (or refuses a backup) before the step is built
-        step = _stepper(model, "train", placement)
+        step = _Stepper(model, "train", placement)
         resume = state.resume_at or {"epoch": initial_epoch, "batch": 0, "metrics": []}
         source.replay(resume["epoch"] - initial_epoch)
         for epoch in range(resume["epoch"], epochs):
@@ -344,7 +381,7 @@ def evaluate(model, x, y, sample_weight=None, batch_size=None, verbose=0, callba
     metrics = _metrics(model)
     cbs.on_test_begin({})
     batches = itertools.islice(_converted(model, source, 0, what), steps)
-    logs = _run_batches(model, _stepper(model, "eval", placement), batches, metrics, cbs, "test", train=False)
+    logs = _run_batches(model, _Stepper(model, "eval", placement), batches, metrics, cbs, "test", train=False)
     cbs.on_test_end(logs)
     if return_dict:
         return logs
@@ -365,7 +402,7 @@ def on_batch(model, x, y, return_dict, train, sample_weight=None, class_weight=N
         model.stop_training = False
     metrics = _metrics(model)
     batch = tuple(xs) + tuple(ys) + (() if weights is None else (weights,))
-    logs = _run_batches(model, _stepper(model, "train" if train else "eval", config.placement()), [batch], metrics,
+    logs = _run_batches(model, _Stepper(model, "train" if train else "eval", config.placement()), [batch], metrics,
                         callbacks_mod.CallbackList([], model, {}), "train" if train else "test", train=train)
     if return_dict:
         return logs

@@ -142,8 +142,12 @@ class Optimizer:
 
     def current_learning_rate(self):
         """The rate for the next step, from a float or a schedule called with the step."""
+        return self.learning_rate_at(self.iterations)
+
+    def learning_rate_at(self, iterations):
+        """The rate of the step taken after ``iterations`` steps."""
         lr = self.learning_rate
-        return float(lr(self.iterations)) if callable(lr) else float(lr)
+        return float(lr(iterations)) if callable(lr) else float(lr)
 
     def update(self, xp, var, grad, slots, lr, step):
         """Write the new value of ``var`` (and its ``slots``) with ``xp.assign``; ``step`` counts from 1.

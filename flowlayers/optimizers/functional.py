@@ -71,12 +71,13 @@ class FunctionalMath:
         ref.value = self.module.asarray(_read(value), dtype=ref.value.dtype)
 
 
-def step(optimizer, xp, variables, values, grads, slots, lr, step):
+def step(optimizer, xp, variables, values, grads, slots, lr, step, update=None):
     """One step of ``optimizer`` on ``values`` (one array per Variable of ``variables``, which decide weight decay)
     with ``grads``, ``slots`` (per variable, its slot arrays in ``optimizer.all_slot_names`` order), the rate
     ``lr`` and ``step`` (from 1; with ``gradient_accumulation_steps`` K, every K-th applies the rule, the others
-    only accumulate).  Returns (new values, new slots); nothing passed in is changed."""
-    update = optimizer.is_update_step(step)
+    only accumulate; ``update`` says which where ``step`` is traced).  Returns (new values, new slots); nothing
+    passed in is changed."""
+    update = optimizer.is_update_step(step) if update is None else update
     refs = [Ref(v) for v in values]
     slot_refs = [[Ref(s) for s in per_var] for per_var in slots]
     norms = [None] * len(refs)

@@ -1,0 +1,38 @@
+"""The ``jax`` backend: the consistent view as ``jax.sharding`` (a ``NamedSharding`` per planned SBP), the mirrored
+view as a ``shard_map`` over one ``replica`` axis; each step one ``jax.jit`` (forward, backward and update).
+
+Registered under the entry-point group ``flowlayers.backends``.  Custom ops get their kernels with
+``register_kernel``.
+"""
+import jax
+
+# flowlayers' dtypes include float64 and int64 (argmax, labels, casts): 64-bit types on.  Every array the backend
+# makes names its dtype, so float32 models stay float32.
+jax.config.update("jax_enable_x64", True)
+
+from .kernels import register_kernel  # noqa: E402, F401
+
+
+class Backend:
+    name = "jax"
+    #: capabilities, declared rather than discovered
+    views = ("consistent", "mirrored")
+    splits_dim_over_several_axes = True     # a PartitionSpec entry may name several mesh axes
+
+    def runtime(self, view, device_num, mesh):
+        from .runtime import Runtime
+
+        return Runtime(view, device_num, mesh)
+
+    @property
+    def kernels(self):
+        """The op kernels by op name (``KERNELS[op](node, *inputs, ctx)``), custom ones included."""
+        from .kernels import KERNELS
+
+        return KERNELS
+
+    def check_device_count(self, n, what):
+        """Raise ConfigError naming ``what`` if ``n`` devices cannot be had in this process (see devices.py)."""
+        from . import devices
+
+        devices.check(n, what)

@@ -1,0 +1,96 @@
+"""The consistent view: one logical array per Blob, sharded over the mesh as planned, in one ``jax.jit`` per step.
+
+The batch is placed on the devices by its planned sharding (each device receives its block only); every Blob is
+constrained to its planned ``NamedSharding`` and every op's inputs to its signature's, so XLA's partitioner
+inserts the collectives the plan's Boxing lists.  Gradients are of the mean loss over the logical batch; the
+optimizer rule runs on the logical arrays, each device updating the blocks it holds.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from flowlayers.contract import Rows, step_by_step
+
+from .executable import BaseExecutable, host, loss_terms, probe_shapes, stacked_feed, summed
+from .lowering import PlannedContext, run_graph
+
+
+class ConsistentExecutable(BaseExecutable):
+    def __call__(self, feeds, handles, lr=0.0, step=1):
+        p, rt = self.program, self.runtime
+        self._bind(handles)
+        chunks = _micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
+        sizes = tuple(len(c[0]) if c and np.ndim(c[0]) else None for c in chunks)
+        plans = [self.plan(size) for size in sizes]
+        placed = [[rt.place(f, plan.sbp[x]) for f, x in zip(chunk, p.inputs)] for chunk, plan in zip(chunks, plans)]
+        update = self._updates_variables(step)
+        fn = self._jit((sizes, update), lambda *a: self._step(plans, update, *a), p.phase == "train")
+        outs = self._run(fn, placed, np.float32(lr), np.float32(step))
+        # a sum (a loss or metric total) stays on the devices until the host reads it: the next step goes ahead
+        return [o if mode == "sum" else host(o) for o, mode in zip(outs, p.output_modes + ["numpy"] * len(p.gradients))]
+
+    def steps(self, feeds, handles, lrs, first_step):
+        """Several steps as one scanned ``jax.jit``, a training array's rows gathered on the devices."""
+        p, rt = self.program, self.runtime
+        if not self._scans():
+            return step_by_step(self, feeds, handles, lrs, first_step)
+        self._bind(handles)
+        first = feeds[0]
+        rows = (first.index if isinstance(first, Rows) else first).shape[1]
+        plan = self.plan(rows)
+        sources, xs = [], []
+        for feed, x in zip(feeds, p.inputs):
+            spec = rt.spec(plan.sbp[x], len(x.shape))
+            source, steps_feed = stacked_feed(feed, rt.stage, lambda a, index: jax.device_put(
+                a, NamedSharding(rt.mesh, PartitionSpec(None, spec[0]) if index else PartitionSpec(None, *spec))))
+            sources.append(source)
+            xs.append(steps_feed)
+        kinds = tuple(s is None for s in sources)
+        fn = self._jit(("steps", rows, kinds), lambda *a: self._scanned(
+            lambda t, s, u, read, f, lr, step: self._step([plan], True, t, s, u, read, [_pinned(f, plan, p, rt)],
+                                                          lr, step), *a), p.phase == "train")
+        steps = np.arange(first_step, first_step + len(lrs), dtype=np.float32)
+        return self._run(fn, sources, xs, np.asarray(lrs, np.float32), steps)
+
+    def _step(self, plans, update, trained, slots, updated, read, chunks, lr, step):
+        p = self.program
+        values = {**dict(zip(self._read, read)), **dict(zip(self._updated, updated))}
+        contexts = [PlannedContext(p.phase, step, self.seed, plan, self.runtime.sharding) for plan in plans]
+        rows = len(chunks[0][0]) if chunks[0] and np.ndim(chunks[0][0]) else None
+
+        def forward(trained_values, probes):
+            vals = {**values, **dict(zip(self._trained, trained_values))}
+            envs = []
+            for k, (chunk, ctx) in enumerate(zip(chunks, contexts)):
+                envs.append(run_graph(p, dict(zip(p.inputs, chunk)), vals, ctx,
+                                      dict(zip(p.gradients, probes)) if k == 0 else None))
+            outs = [sum(summed(p, b, env[b]) for env in envs) if mode == "sum" else envs[0][b]
+                    for b, mode in zip(p.outputs, p.output_modes)]
+            news = [envs[0][b] for _, b in p.updates]
+            if p.loss is None:
+                return jnp.float32(0.0), (outs, news)
+            terms = [loss_terms(p, env) for env in envs]
+            return sum(t for t, _ in terms) / sum(c for _, c in terms), (outs, news)
+
+        if p.loss is None:
+            _, (outs, news) = forward(trained, [])
+            return outs, *self._apply(trained, [], slots, news, updated, lr, step, update)
+        (_, (outs, news)), (grads, watched) = jax.value_and_grad(forward, argnums=(0, 1), has_aux=True)(
+            trained, probe_shapes(p, rows))
+        return outs + list(watched), *self._apply(trained, grads, slots, news, updated, lr, step, update)
+
+
+def _pinned(feeds, plan, program, runtime):
+    """A step's feeds gathered on the devices, laid out as the plan places its inputs."""
+    return [jax.lax.with_sharding_constraint(f, runtime.sharding(plan.sbp[x], f.ndim))
+            for f, x in zip(feeds, program.inputs)]
+
+
+def _micro_batches(feeds, n):
+    """Host feeds -> ``n`` lists of feeds, each a run of consecutive rows (sizes differ by one at most); a batch of
+    fewer rows runs as one micro-batch per row."""
+    if n == 1 or not feeds or not np.ndim(feeds[0]):
+        return [list(feeds)]
+    n = min(n, len(feeds[0]))
+    return [list(chunk) for chunk in zip(*[np.array_split(np.asarray(f), n) for f in feeds])]

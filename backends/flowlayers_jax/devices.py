@@ -1,0 +1,64 @@
+"""Devices: GPUs where JAX has them, else N logical CPU devices configured before JAX starts.
+
+As for the tensorflow backend: on a CPU host the first ``flow.config.gpu_device_num`` (or mesh) records, without
+starting JAX, that its CPU platform is to make ``max(n, $FLOWLAYERS_CPU_DEVICES)`` devices (8 when unset); JAX
+cannot add devices once its backends are initialised, so from then on only those exist.  Where a GPU plugin is
+installed, how many GPUs there are is known only once JAX starts: the check waits for the first runtime.
+"""
+import importlib.util
+import os
+
+import jax
+
+from flowlayers.errors import ConfigError
+
+DEFAULT_CPU_DEVICES = 8
+GPU_PLUGINS = ("jax_cuda13_plugin", "jax_cuda12_plugin", "jax_rocm7_plugin", "jax_rocm60_plugin")
+_cpu = {"count": None, "by": None}      # the CPU devices asked for, and who started JAX
+
+
+def gpu_plugin_installed():
+    return any(importlib.util.find_spec(name) is not None for name in GPU_PLUGINS)
+
+
+def devices(n, what=None):
+    """The first ``n`` devices of JAX's default platform (starts JAX)."""
+    check(n, what or f"flow.config.gpu_device_num({n})", start=True)
+    return jax.devices()[:n]
+
+
+def _reserve_cpu(want):
+    """Ask JAX's CPU platform for ``want`` devices when it starts; it is not started here."""
+    try:
+        jax.config.update("jax_num_cpu_devices", want)
+        _cpu["by"], _cpu["count"] = "flowlayers", want
+    except RuntimeError:    # JAX already started (the user ran JAX first): use what it has
+        _cpu["by"], _cpu["count"] = "other code", jax.local_device_count("cpu")
+
+
+def check(n, what, start=False):
+    """Raise ConfigError naming ``what`` if this process cannot give ``n`` devices.  Nothing is started unless
+    ``start`` (a runtime is being made) or JAX has GPUs to count."""
+    if _cpu["count"] is None:
+        _reserve_cpu(max(n, int(os.environ.get("FLOWLAYERS_CPU_DEVICES", "") or DEFAULT_CPU_DEVICES)))
+    if start:
+        platform = jax.default_backend()
+    elif gpu_plugin_installed():
+        return      # counted when the first runtime starts JAX
+    else:
+        platform = "cpu"    # known without starting JAX
+    have = jax.device_count() if platform != "cpu" else _cpu["count"]
+    if n <= have:
+        return
+    if platform != "cpu":
+        why, fix = f"this host has {have} {platform.upper()} device(s)", f"use at most {have}"
+    elif _cpu["by"] == "flowlayers":
+        why = (f"this process started JAX with {have} CPU device(s), and JAX cannot add devices after it "
+               f"starts")
+        fix = (f"use at most {have}, or in a new process set FLOWLAYERS_CPU_DEVICES={n} (or call "
+               f"flow.config.gpu_device_num({n})) before the first model runs")
+    else:
+        why = (f"JAX was started by code that ran before flowlayers could configure devices, with {have} CPU "
+               f"device(s), and it cannot add devices after it starts")
+        fix = f"call flow.config.gpu_device_num({n}) before any JAX code runs, or use at most {have}"
+    raise ConfigError(f"{what}: expected at most {have} devices, received {n}: {why}; {fix}")

@@ -1,0 +1,162 @@
+"""What both views' executables share: a Program bound to a runtime, its variables split by how a step treats
+them, the update half of a training step (the optimizer rules, functional, on ``jax.numpy``), and the call that
+runs one compiled step on the boxes' arrays and puts the new arrays back.
+
+A step is one ``jax.jit``: forward, backward and update, with the trained variables, their optimizer slots and
+the state updated by the step (batch-norm statistics) donated, so XLA updates them in place.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from flowlayers.contract import Rows, functional
+from flowlayers.errors import EngineError, FlowLayersError
+
+from .dtypes import jax_dtype
+
+
+class BaseExecutable:
+    def __init__(self, runtime, program, plan, seed):
+        self.runtime, self.program, self.plan, self.seed = runtime, program, plan, seed
+        self._check_placements()
+        p = program
+        slot_vars = p.slots()
+        self._trained = [v.path for v in p.trainable]
+        self._slots = [s.path for v in p.trainable for s in slot_vars[v.path]]
+        self._slot_counts = [len(slot_vars[v.path]) for v in p.trainable]
+        self._updated = list(dict.fromkeys(v.path for v, _ in p.updates))
+        written = set(self._trained) | set(self._slots) | set(self._updated)
+        self._read = [v.path for v in p.variables if v.path not in written]
+        self._handles, self._fns = None, {}
+        self._math = functional.FunctionalMath(jnp)
+
+    def _check_placements(self):
+        placed = next((n for n in self.program.nodes if n.placement is not None), None)
+        if placed is not None:
+            what = f"variable {placed.name!r}" if placed.op.kind == "variable" else f"op {placed.name!r}"
+            where = ",".join(f"0:{d}" for d in placed.placement)
+            raise _placement_error(what, self.program.name, where, self.runtime.view)
+
+    def _bind(self, handles):
+        """The step's boxes, in the order the traced step takes them, and the shardings new values keep."""
+        if handles is not self._handles:
+            self._handles = handles
+            self._boxes = [[handles[k] for k in group] for group in
+                           (self._trained, self._slots, self._updated, self._read)]
+            self._shardings = [[b.sharding for b in group] for group in self._boxes[:3]]
+
+    def _run(self, fn, *args):
+        """Run ``fn(trained, slots, updated, read, *args)`` on the boxes' arrays and put back the new arrays of the
+        first three.  Returns what the step returns besides them."""
+        arrays = [[b.value for b in group] for group in self._boxes]
+        try:
+            out, *new = fn(*arrays, *args)
+        except FlowLayersError:
+            raise
+        except jax.errors.JaxRuntimeError as e:
+            raise EngineError(f"step {self.program.name!r} failed in the engine: {str(e).splitlines()[0]}; check "
+                              f"the values this step receives: values computed inside the model are not checked "
+                              f"before a step") from None
+        for group, values in zip(self._boxes, new):
+            for box, value in zip(group, values):
+                box.value = value
+        return out
+
+    def _jit(self, key, step_fn, training):
+        """``step_fn`` compiled once per ``key`` (what the trace depends on besides shapes); in a training step the
+        trained variables, slots and updated state are donated."""
+        if key not in self._fns:
+            self._fns[key] = jax.jit(step_fn, donate_argnums=(0, 1, 2) if training else ())
+        return self._fns[key]
+
+    def _updates_variables(self, step):
+        return self.program.optimizer is None or self.program.optimizer.is_update_step(step)
+
+    def _scans(self):
+        """Whether several steps can run as one scanned step: every output a sum (fit's and evaluate's steps),
+        no micro-batches, and every step applying the rule (no gradient accumulation)."""
+        p = self.program
+        return (all(m == "sum" for m in p.output_modes) and not p.gradients and p.micro_batches == 1
+                and not (p.optimizer is not None and p.optimizer.gradient_accumulation_steps))
+
+    def _scanned(self, one_step, trained, slots, updated, read, sources, xs, lrs, steps):
+        """``one_step(trained, slots, updated, read, feeds, lr, step) -> (outs, trained, slots, updated)`` over
+        the steps of ``xs`` (per input: each step's rows of its staged ``sources`` entry, or its stacked feed),
+        carrying the variables: one ``lax.scan``.  Returns the outputs stacked, and the final variables."""
+        def body(carry, x):
+            per_input, lr, step = x
+            feeds = [f if source is None else jnp.take(source, f, axis=0) for source, f in zip(sources, per_input)]
+            outs, *carry = one_step(*carry, read, feeds, lr, step)
+            return tuple(carry), outs
+
+        carry, outs = jax.lax.scan(body, (trained, slots, updated), (xs, lrs, steps))
+        return outs, *carry
+
+    # Inside the traced step ---------------------------------------------
+    def _apply(self, trained, grads, slots, updates, updated, lr, step, update):
+        """New trained values and slots by the optimizer's rule (unchanged without one), and the new updated
+        state, each kept in its variable's sharding and dtype."""
+        p = self.program
+        if p.optimizer is not None and trained:
+            per_var, flat = [], iter(slots)
+            for n in self._slot_counts:
+                per_var.append([next(flat) for _ in range(n)])
+            grads = [g.astype(v.dtype) for g, v in zip(grads, trained)]
+            trained, per_var = functional.step(p.optimizer, self._math, p.trainable, trained, grads, per_var, lr,
+                                               step, update)
+            slots = [s for group in per_var for s in group]
+        updated = [u.astype(v.dtype) for u, v in zip(updates, updated)] if updates else updated
+        return [self._keep(group, k) for k, group in enumerate((trained, slots, updated))]
+
+    def _keep(self, values, group):
+        return [jax.lax.with_sharding_constraint(v, s) for v, s in zip(values, self._shardings[group])]
+
+
+def stacked_feed(feed, stage, place):
+    """One input's feed of several steps -> (its staged source or None, each step's rows of it or its stacked
+    feed, on the devices).  ``stage(source)``: the whole array on the devices, or None where it is too large."""
+    if isinstance(feed, Rows):
+        source = stage(feed.source)
+        if source is not None:
+            return source, place(np.asarray(feed.index, np.int32), index=True)
+        feed = feed.gather()
+    return None, place(np.asarray(feed), index=False)
+
+
+def loss_terms(program, env, mask=None):
+    """The sum of ``env``'s per-example losses (float32) and their element count; ``mask`` marks real rows."""
+    loss = env[program.loss].astype(jnp.float32)
+    if mask is None:
+        return jnp.sum(loss), float(loss.size)
+    rows = _rows(mask, loss)
+    return jnp.sum(jnp.where(rows, loss, 0.0)), jnp.sum(mask).astype(jnp.float32) * (loss.size // max(len(mask), 1))
+
+
+def summed(program, blob, value, mask=None):
+    """A ``"sum"`` output's total over the elements (masked rows left out)."""
+    if mask is not None and blob.shape and blob.shape[0] is None:
+        value = jnp.where(_rows(mask, value), value, jnp.zeros((), value.dtype))
+    return jnp.sum(value)
+
+
+def _rows(mask, value):
+    return mask.reshape(mask.shape + (1,) * (value.ndim - 1))
+
+
+def probe_shapes(program, rows):
+    """The zeros added to each watched Blob (``flow.watch_diff``) to take its gradient: its shape with ``rows`` for
+    the batch dim."""
+    return [jnp.zeros(tuple(rows if d is None else d for d in b.shape), jax_dtype(b.dtype)) for b in program.gradients]
+
+
+def host(value):
+    return np.asarray(value)
+
+
+def _placement_error(what, program, where, view):
+    from flowlayers.errors import ConfigError
+
+    return ConfigError(f"{what} of {program!r} was built under flow.scope.placement on devices {where}: expected "
+                       f"no placement on some devices on the jax backend, which compiles a step as one XLA program "
+                       f"over the whole mesh ({view} view); build the model again without the placement, or run it "
+                       f"on the tensorflow backend")

@@ -1,0 +1,17 @@
+"""Reductions."""
+import jax.numpy as jnp
+
+
+def _reduce(fn):
+    def kernel(node, x, ctx):
+        return fn(x, axis=tuple(node.attrs["axes"]), keepdims=node.attrs["keepdims"])
+    return kernel
+
+
+def argmax(node, x, ctx):
+    # JAX's default integer: int64 under jax_enable_x64, int32 otherwise (int64 arrays then do not exist)
+    return jnp.argmax(x, axis=node.attrs["axes"][0])
+
+
+KERNELS = {"reduce_sum": _reduce(jnp.sum), "reduce_mean": _reduce(jnp.mean),
+           "reduce_max": _reduce(jnp.max), "argmax": argmax}

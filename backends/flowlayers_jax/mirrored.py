@@ -1,0 +1,169 @@
+"""The mirrored view: one replica of the model per device, in one ``jax.jit`` of a ``shard_map`` over the
+``replica`` axis.
+
+Each replica runs its rows of the batch (``np.array_split``'s: the first ones get one more where the batch does not
+divide) on its copy of the variables; the gradients of the replicas' loss sums, their element counts, the state
+updates and the summed outputs are summed over the replicas (``psum``), the gradients divided by the global count:
+N replicas compute the one-device mean gradient, also for uneven batches.  Then every replica applies the same rule
+to its copy, so the copies stay identical.
+
+``shard_map`` wants equal blocks: where the batch does not divide, each replica's rows are padded to the largest
+part and a mask marks its real rows; the loss, the summed outputs and batch statistics leave the padding out, and
+the host drops the padded rows of per-example outputs.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from flowlayers.contract import Rows, step_by_step
+
+from .executable import BaseExecutable, host, loss_terms, probe_shapes, stacked_feed, summed
+from .lowering import Context, run_graph
+
+AXIS = "replica"
+
+
+class MirroredExecutable(BaseExecutable):
+    def __call__(self, feeds, handles, lr=0.0, step=1):
+        p, n = self.program, self.runtime.num_replicas
+        self._bind(handles)
+        kinds = [x.node.attrs["kind"] for x in p.inputs]
+        parts = [f if kind == "list" else np.array_split(np.asarray(f), n) for f, kind in zip(feeds, kinds)]
+        rows = [len(part) if np.ndim(part) else 0 for part in parts[0]] if parts else [0] * n
+        width = max(rows) if rows else 0
+        even = all(r == width for r in rows)
+        sharded = NamedSharding(self.runtime.mesh, PartitionSpec(AXIS))
+        placed = [jax.device_put(_padded(ps, width), sharded) for ps in parts]
+        counts = None if even else jax.device_put(np.asarray(rows, np.int32), sharded)
+        update = self._updates_variables(step)
+        fn = self._jit((even, update), lambda *a: self._step(update, *a), p.phase == "train")
+        outs = self._run(fn, placed, counts, np.float32(lr), np.float32(step))
+        modes = p.output_modes + ["numpy"] * len(p.gradients)
+        blobs = list(p.outputs) + list(p.gradients)
+        return [self._fetch(o, m, b, rows, width) for o, m, b in zip(outs, modes, blobs)]
+
+    def steps(self, feeds, handles, lrs, first_step):
+        """Several steps as one scanned step inside the ``shard_map``, a training array's rows gathered by each
+        replica on its device; batches that do not divide over the replicas go step by step."""
+        p, rt = self.program, self.runtime
+        first = feeds[0]
+        rows = (first.index if isinstance(first, Rows) else np.asarray(first)).shape[1]
+        if not self._scans() or rows % rt.num_replicas or any(x.node.attrs["kind"] == "list" for x in p.inputs):
+            return step_by_step(self, feeds, handles, lrs, first_step)
+        self._bind(handles)
+        split_steps = NamedSharding(rt.mesh, PartitionSpec(None, AXIS))
+        sources, xs = zip(*[stacked_feed(f, rt.stage, lambda a, index: jax.device_put(a, split_steps)) for f in feeds])
+        kinds = tuple(s is None for s in sources)
+        fn = self._jit(("steps", kinds), self._scan_replicas, p.phase == "train")
+        steps = np.arange(first_step, first_step + len(lrs), dtype=np.float32)
+        return self._run(fn, list(sources), list(xs), np.asarray(lrs, np.float32), steps)
+
+    def _scan_replicas(self, trained, slots, updated, read, sources, xs, lrs, steps):
+        replicated, split = PartitionSpec(), PartitionSpec(None, AXIS)
+        groups = (trained, slots, updated, read)
+        in_specs = tuple([replicated] * len(g) for g in groups) + (
+            [None if s is None else replicated for s in sources], [split] * len(xs), replicated, replicated)
+        out_specs = ([replicated] * len(self.program.outputs),) + tuple([replicated] * len(g) for g in groups[:3])
+
+        def one_step(t, s, u, read, feeds, lr, step):
+            return self._replica(True, t, s, u, read, feeds, None, lr, step)
+
+        body = jax.shard_map(lambda *a: self._scanned(one_step, *a), mesh=self.runtime.mesh, in_specs=in_specs,
+                             out_specs=out_specs)
+        return body(trained, slots, updated, read, sources, xs, lrs, steps)
+
+    def _fetch(self, value, mode, blob, rows, width):
+        """A step output -> host: a sum as is; per replica, its real rows (``list``: one array each; ``numpy``:
+        concatenated; a scalar: the replicas' mean)."""
+        if mode == "sum":
+            return value        # left on the devices until the host reads it: the next step goes ahead
+        value = host(value)
+        parts = [value[i][:r] if blob.shape and blob.shape[0] is None else value[i] for i, r in enumerate(rows)]
+        if mode == "list":
+            return parts
+        if parts[0].ndim == 0:
+            return np.mean(parts, dtype=parts[0].dtype) if len(parts) > 1 else parts[0]
+        return np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
+
+    def _step(self, update, trained, slots, updated, read, feeds, counts, lr, step):
+        replicated, split = PartitionSpec(), PartitionSpec(AXIS)
+        groups = (trained, slots, updated, read)
+        in_specs = tuple([replicated] * len(g) for g in groups) + ([split] * len(feeds), split if counts is not None
+                                                                   else None, replicated, replicated)
+        p = self.program
+        modes = p.output_modes + ["numpy"] * len(p.gradients)
+        out_specs = ([replicated if m == "sum" else split for m in modes],) + tuple([replicated] * len(g)
+                                                                                  for g in groups[:3])
+        body = jax.shard_map(lambda *a: self._replica(update, *a), mesh=self.runtime.mesh, in_specs=in_specs,
+                             out_specs=out_specs)
+        return body(trained, slots, updated, read, feeds, counts, lr, step)
+
+    def _replica(self, update, trained, slots, updated, read, feeds, counts, lr, step):
+        """One replica: its rows (``feeds``), its copies; the sums over replicas are the only collectives."""
+        p = self.program
+        replica = jax.lax.axis_index(AXIS)
+        width = feeds[0].shape[0] if feeds and feeds[0].ndim else 0
+        mask = None if counts is None else jnp.arange(width) < counts[0]
+        values = {**dict(zip(self._read, read)), **dict(zip(self._updated, updated))}
+        chunks = _micro_batches(feeds, mask, p.micro_batches if p.loss is not None else 1)
+
+        def forward(trained_values, probes):
+            vals = {**values, **dict(zip(self._trained, trained_values))}
+            envs = []
+            for k, (chunk, rows) in enumerate(chunks):
+                ctx = Context(p.phase, step, self.seed, replica, rows)
+                envs.append(run_graph(p, dict(zip(p.inputs, chunk)), vals, ctx,
+                                      dict(zip(p.gradients, probes)) if k == 0 else None))
+            outs = [sum(summed(p, b, env[b], rows) for env, (_, rows) in zip(envs, chunks)) if mode == "sum"
+                    else envs[0][b] for b, mode in zip(p.outputs, p.output_modes)]
+            news = [envs[0][b] for _, b in p.updates]
+            if p.loss is None:
+                return jnp.float32(0.0), (outs, news, jnp.float32(0.0))
+            terms = [loss_terms(p, env, rows) for env, (_, rows) in zip(envs, chunks)]
+            return sum(t for t, _ in terms), (outs, news, sum(c for _, c in terms))
+
+        # varying over the replicas: each replica's rows have their own gradient (the gradient of an input the
+        # replicas share is summed over them by shard_map itself)
+        probes = [jax.lax.pcast(z, AXIS, to="varying") for z in
+                  probe_shapes(p, len(chunks[0][0][0]) if chunks[0][0] and chunks[0][0][0].ndim else None)]
+        if p.loss is None:
+            _, (outs, news, count) = forward(trained, [])
+            grads, watched = [], []
+        else:
+            (_, (outs, news, count)), (grads, watched) = jax.value_and_grad(
+                forward, argnums=(0, 1), has_aux=True)(trained, probes)
+        total = jax.lax.psum(jnp.asarray(count, jnp.float32), AXIS)
+        # the gradients of the copies are already the sums over the replicas: shard_map's transpose of a shared
+        # input's use by every replica sums its cotangents
+        grads = [g / total.astype(g.dtype) for g in grads]
+        sums = iter(jax.lax.psum([o for o, mode in zip(outs, p.output_modes) if mode == "sum"], AXIS))
+        if news:        # the state updates' mean over the replicas with rows
+            active = (jnp.ones((), jnp.float32) if mask is None else jnp.any(mask).astype(jnp.float32))
+            weight = jax.lax.psum(active, AXIS)
+            news = [jax.lax.psum(jnp.where(active > 0, u, jnp.zeros_like(u)), AXIS) / weight.astype(u.dtype)
+                    for u in news]
+        outs = [next(sums) if mode == "sum" else o for o, mode in zip(outs, p.output_modes)]
+        outs += [w / total.astype(w.dtype) for w in watched]
+        modes = p.output_modes + ["numpy"] * len(watched)
+        return ([o if m == "sum" else o[None] for o, m in zip(outs, modes)], *self._apply(trained, grads, slots, news, updated, lr, step, update))
+
+
+def _padded(parts, width):
+    """One replica's part per device -> one array of ``width`` rows each, stacked (padding: zeros)."""
+    blocks = []
+    for part in parts:
+        part = np.asarray(part)
+        if part.ndim and len(part) < width:
+            part = np.concatenate([part, np.zeros((width - len(part),) + part.shape[1:], part.dtype)])
+        blocks.append(part)
+    return np.concatenate(blocks) if blocks[0].ndim else np.stack(blocks)
+
+
+def _micro_batches(feeds, mask, n):
+    """A replica's feeds -> ``n`` (feeds, mask) pairs, each a run of consecutive rows."""
+    if n == 1 or not feeds:
+        return [(list(feeds), mask)]
+    width = feeds[0].shape[0]
+    bounds = [width * k // n for k in range(n + 1)]
+    return [([f[a:b] for f in feeds], None if mask is None else mask[a:b]) for a, b in zip(bounds, bounds[1:])]
