@@ -27,7 +27,7 @@ _state = {
     "view": None,         # None: env FLOWLAYERS_VIEW or "consistent"
     "mesh": None,         # None: one axis "data" over all devices
     "layout_rules": {},
-    "backend": None,      # None: env FLOWLAYERS_BACKEND or "tensorflow"
+    "backend": None,      # None: env FLOWLAYERS_BACKEND, else tensorflow if installed, else the one installed
     "seed": 0,
     "legacy_model_io": False,
 }
@@ -147,7 +147,13 @@ def set_backend(name):
 
 
 def backend_name():
-    return _state["backend"] or os.environ.get("FLOWLAYERS_BACKEND") or "tensorflow"
+    """The engine that runs models: the one set, else ``$FLOWLAYERS_BACKEND``, else ``tensorflow`` where it is
+    installed, else the first installed backend."""
+    if _state["backend"] or os.environ.get("FLOWLAYERS_BACKEND"):
+        return _state["backend"] or os.environ["FLOWLAYERS_BACKEND"]
+    from . import engine
+
+    return engine.default_name()
 
 
 def set_seed(seed):

@@ -13,6 +13,7 @@ from .errors import ConfigError
 GROUP = "flowlayers.backends"
 _backends = {}
 _runtimes = {}
+_default = []
 
 
 def _entry_points():
@@ -22,6 +23,14 @@ def _entry_points():
 def available():
     """Names of the installed backends."""
     return sorted(_entry_points())
+
+
+def default_name():
+    """``tensorflow`` where it is installed (or none is), else the first installed backend (looked up once)."""
+    if not _default:
+        installed = available()
+        _default.append("tensorflow" if "tensorflow" in installed or not installed else installed[0])
+    return _default[0]
 
 
 def check_name(name, what):

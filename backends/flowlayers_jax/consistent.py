@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from flowlayers.contract import Rows, step_by_step
+from flowlayers.contract import step_by_step
 
-from .executable import BaseExecutable, host, loss_terms, probe_shapes, stacked_feed, summed
+from .executable import BaseExecutable, host, loss_terms, probe_shapes, rows_of, stacked_feed, summed
 from .lowering import PlannedContext, run_graph
 
 
@@ -23,10 +23,13 @@ class ConsistentExecutable(BaseExecutable):
         chunks = _micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
         sizes = tuple(len(c[0]) if c and np.ndim(c[0]) else None for c in chunks)
         plans = [self.plan(size) for size in sizes]
-        placed = [[rt.place(f, plan.sbp[x]) for f, x in zip(chunk, p.inputs)] for chunk, plan in zip(chunks, plans)]
         update = self._updates_variables(step)
-        fn = self._jit((sizes, update), lambda *a: self._step(plans, update, *a), p.phase == "train")
-        outs = self._run(fn, placed, np.float32(lr), np.float32(step))
+        # each device receives its block of the batch only: the planned sharding of each input
+        placed = [[rt.sharding(plan.sbp[x], np.ndim(f)) for f, x in zip(chunk, p.inputs)]
+                  for chunk, plan in zip(chunks, plans)]
+        fn = self._jit((sizes, update), lambda *a: self._step(plans, update, *a), p.phase == "train",
+                       [placed, rt.replicated(), rt.replicated()])
+        outs = self._run(fn, chunks, np.float32(lr), np.float32(step))
         # a sum (a loss or metric total) stays on the devices until the host reads it: the next step goes ahead
         return [o if mode == "sum" else host(o) for o, mode in zip(outs, p.output_modes + ["numpy"] * len(p.gradients))]
 
@@ -36,20 +39,22 @@ class ConsistentExecutable(BaseExecutable):
         if not self._scans():
             return step_by_step(self, feeds, handles, lrs, first_step)
         self._bind(handles)
-        first = feeds[0]
-        rows = (first.index if isinstance(first, Rows) else first).shape[1]
-        plan = self.plan(rows)
-        sources, xs = [], []
+        plan = self.plan(rows_of(feeds))
+        sources, xs, shardings = [], [], []
         for feed, x in zip(feeds, p.inputs):
             spec = rt.spec(plan.sbp[x], len(x.shape))
-            source, steps_feed = stacked_feed(feed, rt.stage, lambda a, index: jax.device_put(
-                a, NamedSharding(rt.mesh, PartitionSpec(None, spec[0]) if index else PartitionSpec(None, *spec))))
+            source, steps_feed = stacked_feed(feed, rt.stage)
             sources.append(source)
             xs.append(steps_feed)
+            # the steps' axis whole on every device; each step's rows (or feed) laid out as the plan places it
+            rows = spec[:1] if source is not None else spec
+            shardings.append(NamedSharding(rt.mesh, PartitionSpec(None, *rows)))
         kinds = tuple(s is None for s in sources)
-        fn = self._jit(("steps", rows, kinds), lambda *a: self._scanned(
+        fn = self._jit(("steps", rows_of(feeds), kinds), lambda *a: self._scanned(
             lambda t, s, u, read, f, lr, step: self._step([plan], True, t, s, u, read, [_pinned(f, plan, p, rt)],
-                                                          lr, step), *a), p.phase == "train")
+                                                          lr, step), *a), p.phase == "train",
+                       [[None if s is None else rt.replicated(s.ndim) for s in sources], shardings, rt.replicated(1),
+                        rt.replicated(1)])
         steps = np.arange(first_step, first_step + len(lrs), dtype=np.float32)
         return self._run(fn, sources, xs, np.asarray(lrs, np.float32), steps)
 

@@ -43,7 +43,10 @@ class BaseExecutable:
             self._handles = handles
             self._boxes = [[handles[k] for k in group] for group in
                            (self._trained, self._slots, self._updated, self._read)]
-            self._shardings = [[b.sharding for b in group] for group in self._boxes[:3]]
+            shardings = [[b.sharding for b in group] for group in self._boxes]
+            if shardings != getattr(self, "_box_shardings", None):
+                self._fns = {}          # compiled for the layouts the values had
+            self._box_shardings, self._shardings = shardings, shardings[:3]
 
     def _run(self, fn, *args):
         """Run ``fn(trained, slots, updated, read, *args)`` on the boxes' arrays and put back the new arrays of the
@@ -62,11 +65,14 @@ class BaseExecutable:
                 box.value = value
         return out
 
-    def _jit(self, key, step_fn, training):
+    def _jit(self, key, step_fn, training, shardings):
         """``step_fn`` compiled once per ``key`` (what the trace depends on besides shapes); in a training step the
-        trained variables, slots and updated state are donated."""
+        trained variables, slots and updated state are donated.  ``shardings``: those of the arguments after the
+        variables.  Host arrays (the batch) are passed as they are, and placed by the compiled call itself:
+        a ``jax.device_put`` of its own per step cost more than the rest of a small model's step (measured)."""
         if key not in self._fns:
-            self._fns[key] = jax.jit(step_fn, donate_argnums=(0, 1, 2) if training else ())
+            self._fns[key] = jax.jit(step_fn, donate_argnums=(0, 1, 2) if training else (),
+                                     in_shardings=tuple(self._box_shardings) + tuple(shardings))
         return self._fns[key]
 
     def _updates_variables(self, step):
@@ -112,15 +118,21 @@ class BaseExecutable:
         return [jax.lax.with_sharding_constraint(v, s) for v, s in zip(values, self._shardings[group])]
 
 
-def stacked_feed(feed, stage, place):
+def stacked_feed(feed, stage):
     """One input's feed of several steps -> (its staged source or None, each step's rows of it or its stacked
-    feed, on the devices).  ``stage(source)``: the whole array on the devices, or None where it is too large."""
+    feed, a host array).  ``stage(source)``: the whole array on the devices, or None where it is too large."""
     if isinstance(feed, Rows):
         source = stage(feed.source)
         if source is not None:
-            return source, place(np.asarray(feed.index, np.int32), index=True)
+            return source, np.asarray(feed.index, np.int32)
         feed = feed.gather()
-    return None, place(np.asarray(feed), index=False)
+    return None, np.asarray(feed)
+
+
+def rows_of(feeds):
+    """The batch size of several steps' feeds."""
+    first = feeds[0]
+    return (first.index if isinstance(first, Rows) else np.asarray(first)).shape[1]
 
 
 def loss_terms(program, env, mask=None):

@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from flowlayers.contract import Rows, step_by_step
+from flowlayers.contract import step_by_step
 
-from .executable import BaseExecutable, host, loss_terms, probe_shapes, stacked_feed, summed
+from .executable import BaseExecutable, host, loss_terms, probe_shapes, rows_of, stacked_feed, summed
 from .lowering import Context, run_graph
 
 AXIS = "replica"
@@ -33,11 +33,13 @@ class MirroredExecutable(BaseExecutable):
         rows = [len(part) if np.ndim(part) else 0 for part in parts[0]] if parts else [0] * n
         width = max(rows) if rows else 0
         even = all(r == width for r in rows)
-        sharded = NamedSharding(self.runtime.mesh, PartitionSpec(AXIS))
-        placed = [jax.device_put(_padded(ps, width), sharded) for ps in parts]
-        counts = None if even else jax.device_put(np.asarray(rows, np.int32), sharded)
+        split = NamedSharding(self.runtime.mesh, PartitionSpec(AXIS))      # each replica its rows
+        placed = [_padded(ps, width) for ps in parts]
+        counts = None if even else np.asarray(rows, np.int32)
         update = self._updates_variables(step)
-        fn = self._jit((even, update), lambda *a: self._step(update, *a), p.phase == "train")
+        rep = self.runtime.replicated()
+        fn = self._jit((even, update), lambda *a: self._step(update, *a), p.phase == "train",
+                       [[split] * len(placed), None if even else split, rep, rep])
         outs = self._run(fn, placed, counts, np.float32(lr), np.float32(step))
         modes = p.output_modes + ["numpy"] * len(p.gradients)
         blobs = list(p.outputs) + list(p.gradients)
@@ -47,15 +49,15 @@ class MirroredExecutable(BaseExecutable):
         """Several steps as one scanned step inside the ``shard_map``, a training array's rows gathered by each
         replica on its device; batches that do not divide over the replicas go step by step."""
         p, rt = self.program, self.runtime
-        first = feeds[0]
-        rows = (first.index if isinstance(first, Rows) else np.asarray(first)).shape[1]
-        if not self._scans() or rows % rt.num_replicas or any(x.node.attrs["kind"] == "list" for x in p.inputs):
+        if not self._scans() or rows_of(feeds) % rt.num_replicas or any(x.node.attrs["kind"] == "list" for x in p.inputs):
             return step_by_step(self, feeds, handles, lrs, first_step)
         self._bind(handles)
         split_steps = NamedSharding(rt.mesh, PartitionSpec(None, AXIS))
-        sources, xs = zip(*[stacked_feed(f, rt.stage, lambda a, index: jax.device_put(a, split_steps)) for f in feeds])
+        sources, xs = zip(*[stacked_feed(f, rt.stage) for f in feeds])
         kinds = tuple(s is None for s in sources)
-        fn = self._jit(("steps", kinds), self._scan_replicas, p.phase == "train")
+        fn = self._jit(("steps", kinds), self._scan_replicas, p.phase == "train",
+                       [[None if s is None else rt.replicated(s.ndim) for s in sources], [split_steps] * len(xs),
+                        rt.replicated(1), rt.replicated(1)])
         steps = np.arange(first_step, first_step + len(lrs), dtype=np.float32)
         return self._run(fn, list(sources), list(xs), np.asarray(lrs, np.float32), steps)
 

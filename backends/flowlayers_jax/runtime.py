@@ -40,7 +40,7 @@ class Runtime:
         self.axes = list(mesh) if view == "consistent" and mesh else [("replica", n)]
         self.mesh = Mesh(np.array(self.devices).reshape([size for _, size in self.axes]),
                          [axis for axis, _ in self.axes])
-        self._draws, self._staged = {}, {}
+        self._draws, self._staged, self._shardings = {}, {}, {}
 
     def __repr__(self):
         return f"<jax runtime view={self.view} mesh={dict(self.axes)}>"
@@ -56,7 +56,13 @@ class Runtime:
         return PartitionSpec(*[None if not d else d[0] if len(d) == 1 else tuple(d) for d in dims])
 
     def sharding(self, nd_sbp, rank):
-        return NamedSharding(self.mesh, self.spec(nd_sbp, rank))
+        key = (nd_sbp, rank)
+        if key not in self._shardings:
+            self._shardings[key] = NamedSharding(self.mesh, self.spec(nd_sbp, rank))
+        return self._shardings[key]
+
+    def replicated(self, rank=0):
+        return self.sharding(None, rank)
 
     def place(self, value, nd_sbp):
         """A host array -> a sharded array: each device receives its block only."""
@@ -71,7 +77,7 @@ class Runtime:
         key = id(source)
         if key not in self._staged or self._staged[key][0]() is not source:
             ref = weakref.ref(source, lambda _, key=key: self._staged.pop(key, None))
-            self._staged[key] = (ref, jax.device_put(source, NamedSharding(self.mesh, PartitionSpec())))
+            self._staged[key] = (ref, jax.device_put(source, self.replicated(source.ndim)))
         return self._staged[key][1]
 
     # Variables ----------------------------------------------------------
