@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from . import config
+from . import config, metrics
 from .errors import CheckpointError, ConfigError
 from .framework import checkpoint_format as checkpoint
 
@@ -36,14 +36,22 @@ for _hook in HOOKS:
 class History(Callback):
     """Per-epoch logs: ``history.history["loss"]`` is a list, one value per epoch."""
 
+    reads_epoch_logs = False     # it keeps them; values still on the engine are read when ``history`` is
+
     def __init__(self):
         super().__init__()
-        self.epoch, self.history = [], {}
+        self.epoch, self._history = [], {}
+
+    @property
+    def history(self):
+        for values in self._history.values():
+            values[:] = [float(v) if isinstance(v, metrics.Deferred) else v for v in values]
+        return self._history
 
     def on_epoch_end(self, epoch, logs=None):
         self.epoch.append(epoch)
         for k, v in (logs or {}).items():
-            self.history.setdefault(k, []).append(v)
+            self._history.setdefault(k, []).append(v)
 
 
 class ProgbarLogger(Callback):
@@ -56,6 +64,10 @@ class ProgbarLogger(Callback):
     @property
     def reads_batch_logs(self):
         return self.verbose == 1     # the bar is redrawn after each batch; otherwise one line per epoch
+
+    @property
+    def reads_epoch_logs(self):
+        return bool(self.verbose)
 
     def on_epoch_begin(self, epoch, logs=None):
         self.start, self.seen = time.perf_counter(), 0
@@ -146,11 +158,11 @@ class BackupAndRestore(Callback):
                 os.rmdir(self.backup_dir)
 
 
-def reads_batch_logs(callback, hook):
-    """Whether ``callback``'s batch-end ``hook`` may read its logs: it says so (``reads_batch_logs``), or it is its
-    own (not the no-op of flowlayers' or Keras' base class).  Where none does, the training loop leaves the
-    metrics on the engine until the epoch ends: reading them after each batch would wait for each step."""
-    declared = getattr(callback, "reads_batch_logs", None)
+def reads_logs(callback, hook):
+    """Whether ``callback``'s ``hook`` (a batch or epoch end) may read its logs: it says so (``reads_batch_logs``,
+    ``reads_epoch_logs``), or the hook is its own (not the no-op of flowlayers' or Keras' base class).  Where none
+    does, the training loop leaves the metrics on the engine: reading them would wait for the steps."""
+    declared = getattr(callback, "reads_batch_logs" if "batch" in hook else "reads_epoch_logs", None)
     if declared is not None:
         return bool(declared)
     fn = getattr(type(callback), hook, None)
@@ -170,8 +182,8 @@ class CallbackList:
             if hasattr(cb, "set_params"):
                 cb.set_params(params)
 
-    def reads_batch_logs(self, hook):
-        return any(reads_batch_logs(cb, hook) for cb in self.callbacks)
+    def reads_logs(self, hook):
+        return any(reads_logs(cb, hook) for cb in self.callbacks)
 
     def __getattr__(self, hook):
         if hook not in HOOKS:

@@ -44,6 +44,34 @@ class Metric:
     def result(self):
         return self.total / self.count if self.count else 0.0
 
+    def deferred_result(self):
+        """``result()`` as a ``Deferred``: read on the host only when it is used."""
+        base, pending, count = self._total, list(self._pending), self.count
+        if not pending:
+            return base / count if count else 0.0
+        return Deferred(lambda: (base + sum(float(np.sum(np.asarray(t, np.float64))) for t in pending)) / count)
+
+
+class Deferred:
+    """A metric's value whose sums are still on the engine: ``float()`` reads them, once.  ``fit`` hands these to
+    callbacks that keep epoch logs without reading them (History), so that epochs follow each other without the
+    host waiting for the engine in between."""
+    __slots__ = ("_read", "_value")
+
+    def __init__(self, read):
+        self._read, self._value = read, None
+
+    def __float__(self):
+        if self._value is None:
+            self._value, self._read = float(self._read()), None
+        return self._value
+
+    def __format__(self, spec):
+        return format(float(self), spec)
+
+    def __repr__(self):
+        return repr(float(self))
+
     def get_config(self):
         return {"name": self.name}
 

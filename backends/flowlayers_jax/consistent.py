@@ -12,7 +12,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from flowlayers.contract import step_by_step
 
-from .executable import BaseExecutable, host, loss_terms, probe_shapes, rows_of, stacked_feed, summed
+from .executable import BaseExecutable, host, loss_terms, probe_shapes, rows_of, stacked_feeds, summed
 from .lowering import PlannedContext, run_graph
 
 
@@ -27,9 +27,9 @@ class ConsistentExecutable(BaseExecutable):
         # each device receives its block of the batch only: the planned sharding of each input
         placed = [[rt.sharding(plan.sbp[x], np.ndim(f)) for f, x in zip(chunk, p.inputs)]
                   for chunk, plan in zip(chunks, plans)]
-        fn = self._jit((sizes, update), lambda *a: self._step(plans, update, *a), p.phase == "train",
+        fn = self._jit((sizes, update), self._counted(lambda *a: self._step(plans, update, *a)), p.phase == "train",
                        [placed, rt.replicated(), rt.replicated()])
-        outs = self._run(fn, chunks, np.float32(lr), np.float32(step))
+        outs = self._called(self._run(fn, chunks, *self._scalars(lr, step)), step)
         # a sum (a loss or metric total) stays on the devices until the host reads it: the next step goes ahead
         return [o if mode == "sum" else host(o) for o, mode in zip(outs, p.output_modes + ["numpy"] * len(p.gradients))]
 
@@ -40,23 +40,19 @@ class ConsistentExecutable(BaseExecutable):
             return step_by_step(self, feeds, handles, lrs, first_step)
         self._bind(handles)
         plan = self.plan(rows_of(feeds))
-        sources, xs, shardings = [], [], []
-        for feed, x in zip(feeds, p.inputs):
+        sources, xs, uses = stacked_feeds(feeds, rt.stage)
+        shardings = [None] * len(xs)
+        for x, source, u in zip(p.inputs, sources, uses):
+            # the steps' axis whole on every device; each step's rows (or feed) laid out as the plan places them
             spec = rt.spec(plan.sbp[x], len(x.shape))
-            source, steps_feed = stacked_feed(feed, rt.stage)
-            sources.append(source)
-            xs.append(steps_feed)
-            # the steps' axis whole on every device; each step's rows (or feed) laid out as the plan places it
-            rows = spec[:1] if source is not None else spec
-            shardings.append(NamedSharding(rt.mesh, PartitionSpec(None, *rows)))
+            shardings[u] = NamedSharding(rt.mesh, PartitionSpec(None, *(spec[:1] if source is not None else spec)))
         kinds = tuple(s is None for s in sources)
-        fn = self._jit(("steps", rows_of(feeds), kinds), lambda *a: self._scanned(
+        fn = self._jit(("steps", rows_of(feeds), kinds, uses), lambda *a: self._scanned(
             lambda t, s, u, read, f, lr, step: self._step([plan], True, t, s, u, read, [_pinned(f, plan, p, rt)],
-                                                          lr, step), *a), p.phase == "train",
+                                                          lr, step), uses, *a), p.phase == "train",
                        [[None if s is None else rt.replicated(s.ndim) for s in sources], shardings, rt.replicated(1),
-                        rt.replicated(1)])
-        steps = np.arange(first_step, first_step + len(lrs), dtype=np.float32)
-        return self._run(fn, sources, xs, np.asarray(lrs, np.float32), steps)
+                        rt.replicated()])
+        return self._run(fn, sources, xs, np.asarray(lrs, np.float32), np.float32(first_step))
 
     def _step(self, plans, update, trained, slots, updated, read, chunks, lr, step):
         p = self.program

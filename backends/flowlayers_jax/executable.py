@@ -15,6 +15,11 @@ from flowlayers.errors import EngineError, FlowLayersError
 from .dtypes import jax_dtype
 
 
+# XLA:CPU runs convolutions and pooling inside a loop several times slower than alone (LeNet, 32 steps scanned on
+# logical CPU devices: 6x slower per step, 100 s to compile): on CPUs their steps are dispatched one by one
+WINDOWED = ("conv2d", "conv2d_transpose", "max_pool2d", "avg_pool2d")
+
+
 class BaseExecutable:
     def __init__(self, runtime, program, plan, seed):
         self.runtime, self.program, self.plan, self.seed = runtime, program, plan, seed
@@ -29,6 +34,7 @@ class BaseExecutable:
         self._read = [v.path for v in p.variables if v.path not in written]
         self._handles, self._fns = None, {}
         self._math = functional.FunctionalMath(jnp)
+        self._lr = self._next_step = None
 
     def _check_placements(self):
         placed = next((n for n in self.program.nodes if n.placement is not None), None)
@@ -75,6 +81,29 @@ class BaseExecutable:
                                      in_shardings=tuple(self._box_shardings) + tuple(shardings))
         return self._fns[key]
 
+    def _scalars(self, lr, step):
+        """The step's rate and number on the devices: the rate kept while it stays, the number the step before
+        computed (``_counted``), so a step transfers only its batch (a transfer each costs, on a GPU, as much as a
+        small model's step)."""
+        if self._lr is None or self._lr[0] != lr:
+            self._lr = (lr, jax.device_put(np.float32(lr), self.runtime.replicated()))
+        known = self._next_step
+        number = known[1] if known is not None and known[0] == step else np.float32(step)
+        return self._lr[1], number
+
+    @staticmethod
+    def _counted(step_fn):
+        """``step_fn`` returning also the next step's number, computed on the devices."""
+        def counted(*args):
+            outs, *new = step_fn(*args)
+            return [*outs, args[-1] + 1], *new
+        return counted
+
+    def _called(self, outs, step):
+        """The outputs of a ``_counted`` step, the next step's number kept."""
+        self._next_step = (step + 1, outs[-1])
+        return outs[:-1]
+
     def _updates_variables(self, step):
         return self.program.optimizer is None or self.program.optimizer.is_update_step(step)
 
@@ -83,15 +112,20 @@ class BaseExecutable:
         no micro-batches, and every step applying the rule (no gradient accumulation)."""
         p = self.program
         return (all(m == "sum" for m in p.output_modes) and not p.gradients and p.micro_batches == 1
-                and not (p.optimizer is not None and p.optimizer.gradient_accumulation_steps))
+                and not (p.optimizer is not None and p.optimizer.gradient_accumulation_steps)
+                and not (self.runtime.platform == "cpu" and any(n.op.name in WINDOWED for n in p.nodes)))
 
-    def _scanned(self, one_step, trained, slots, updated, read, sources, xs, lrs, steps):
+    def _scanned(self, one_step, uses, trained, slots, updated, read, sources, xs, lrs, first):
         """``one_step(trained, slots, updated, read, feeds, lr, step) -> (outs, trained, slots, updated)`` over
-        the steps of ``xs`` (per input: each step's rows of its staged ``sources`` entry, or its stacked feed),
-        carrying the variables: one ``lax.scan``.  Returns the outputs stacked, and the final variables."""
+        the steps of ``xs`` (input ``i`` takes ``xs[uses[i]]``: each step's rows of its staged ``sources`` entry,
+        or its stacked feed; inputs taking the same rows share them), from step number ``first``, carrying the
+        variables: one ``lax.scan``.  Returns the outputs stacked, and the final variables."""
+        steps = first + jnp.arange(lrs.shape[0], dtype=jnp.float32)
+
         def body(carry, x):
-            per_input, lr, step = x
-            feeds = [f if source is None else jnp.take(source, f, axis=0) for source, f in zip(sources, per_input)]
+            taken, lr, step = x
+            feeds = [taken[u] if source is None else jnp.take(source, taken[u], axis=0)
+                     for source, u in zip(sources, uses)]
             outs, *carry = one_step(*carry, read, feeds, lr, step)
             return tuple(carry), outs
 
@@ -118,15 +152,24 @@ class BaseExecutable:
         return [jax.lax.with_sharding_constraint(v, s) for v, s in zip(values, self._shardings[group])]
 
 
-def stacked_feed(feed, stage):
-    """One input's feed of several steps -> (its staged source or None, each step's rows of it or its stacked
-    feed, a host array).  ``stage(source)``: the whole array on the devices, or None where it is too large."""
-    if isinstance(feed, Rows):
-        source = stage(feed.source)
+def stacked_feeds(feeds, stage):
+    """Several steps' feeds -> (per input its staged source or None, the host arrays of rows or stacked feeds,
+    per input which of those it takes).  Inputs taking the same rows share one array.  ``stage(source)``: the
+    whole array on the devices, or None where it is too large."""
+    sources, arrays, uses, seen = [], [], [], {}
+    for feed in feeds:
+        source = stage(feed.source) if isinstance(feed, Rows) else None
         if source is not None:
-            return source, np.asarray(feed.index, np.int32)
-        feed = feed.gather()
-    return None, np.asarray(feed)
+            key = id(feed.index)
+            if key not in seen:
+                seen[key] = len(arrays)
+                arrays.append(np.asarray(feed.index, np.int32))
+            uses.append(seen[key])
+        else:
+            uses.append(len(arrays))
+            arrays.append(np.asarray(feed.gather() if isinstance(feed, Rows) else feed))
+        sources.append(source)
+    return sources, arrays, tuple(uses)
 
 
 def rows_of(feeds):

@@ -18,7 +18,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from flowlayers.contract import step_by_step
 
-from .executable import BaseExecutable, host, loss_terms, probe_shapes, rows_of, stacked_feed, summed
+from .executable import BaseExecutable, host, loss_terms, probe_shapes, rows_of, stacked_feeds, summed
 from .lowering import Context, run_graph
 
 AXIS = "replica"
@@ -38,9 +38,9 @@ class MirroredExecutable(BaseExecutable):
         counts = None if even else np.asarray(rows, np.int32)
         update = self._updates_variables(step)
         rep = self.runtime.replicated()
-        fn = self._jit((even, update), lambda *a: self._step(update, *a), p.phase == "train",
+        fn = self._jit((even, update), self._counted(lambda *a: self._step(update, *a)), p.phase == "train",
                        [[split] * len(placed), None if even else split, rep, rep])
-        outs = self._run(fn, placed, counts, np.float32(lr), np.float32(step))
+        outs = self._called(self._run(fn, placed, counts, *self._scalars(lr, step)), step)
         modes = p.output_modes + ["numpy"] * len(p.gradients)
         blobs = list(p.outputs) + list(p.gradients)
         return [self._fetch(o, m, b, rows, width) for o, m, b in zip(outs, modes, blobs)]
@@ -53,15 +53,14 @@ class MirroredExecutable(BaseExecutable):
             return step_by_step(self, feeds, handles, lrs, first_step)
         self._bind(handles)
         split_steps = NamedSharding(rt.mesh, PartitionSpec(None, AXIS))
-        sources, xs = zip(*[stacked_feed(f, rt.stage) for f in feeds])
+        sources, xs, uses = stacked_feeds(feeds, rt.stage)
         kinds = tuple(s is None for s in sources)
-        fn = self._jit(("steps", kinds), self._scan_replicas, p.phase == "train",
+        fn = self._jit(("steps", kinds, uses), lambda *a: self._scan_replicas(uses, *a), p.phase == "train",
                        [[None if s is None else rt.replicated(s.ndim) for s in sources], [split_steps] * len(xs),
-                        rt.replicated(1), rt.replicated(1)])
-        steps = np.arange(first_step, first_step + len(lrs), dtype=np.float32)
-        return self._run(fn, list(sources), list(xs), np.asarray(lrs, np.float32), steps)
+                        rt.replicated(1), rt.replicated()])
+        return self._run(fn, sources, xs, np.asarray(lrs, np.float32), np.float32(first_step))
 
-    def _scan_replicas(self, trained, slots, updated, read, sources, xs, lrs, steps):
+    def _scan_replicas(self, uses, trained, slots, updated, read, sources, xs, lrs, first):
         replicated, split = PartitionSpec(), PartitionSpec(None, AXIS)
         groups = (trained, slots, updated, read)
         in_specs = tuple([replicated] * len(g) for g in groups) + (
@@ -71,9 +70,9 @@ class MirroredExecutable(BaseExecutable):
         def one_step(t, s, u, read, feeds, lr, step):
             return self._replica(True, t, s, u, read, feeds, None, lr, step)
 
-        body = jax.shard_map(lambda *a: self._scanned(one_step, *a), mesh=self.runtime.mesh, in_specs=in_specs,
-                             out_specs=out_specs)
-        return body(trained, slots, updated, read, sources, xs, lrs, steps)
+        body = jax.shard_map(lambda *a: self._scanned(one_step, uses, *a), mesh=self.runtime.mesh,
+                             in_specs=in_specs, out_specs=out_specs)
+        return body(trained, slots, updated, read, sources, xs, lrs, first)
 
     def _fetch(self, value, mode, blob, rows, width):
         """A step output -> host: a sum as is; per replica, its real rows (``list``: one array each; ``numpy``:

@@ -36,6 +36,7 @@ class Runtime:
     def __init__(self, view, n, mesh=None):
         self.view, self.num_replicas = view, n
         self.devices = devices.devices(n)
+        self.platform = self.devices[0].platform
         # the consistent view on one device keeps its mesh's axis names (each of size 1)
         self.axes = list(mesh) if view == "consistent" and mesh else [("replica", n)]
         self.mesh = Mesh(np.array(self.devices).reshape([size for _, size in self.axes]),

@@ -144,19 +144,20 @@ class FitState:
                 m.total, m.count = saved[m.name]
 
 
-def _run_batches(model, step, batches, metrics, callbacks, hook, train, state=None):
+def _run_batches(model, step, batches, metrics, callbacks, hook, train, state=None, deferred=False):
     """Run ``step`` on each batch (``steps_per_execution`` > 1: on groups of that many batches of one size, each
     group one call, its callbacks' batch hooks called once, as Keras does); metrics are exact running means over
     the samples seen.
 
-    Under ``fit`` the FitState numbers the batches (from where a resumed epoch starts) and holds the metrics.
+    Under ``fit`` the FitState numbers the batches (from where a resumed epoch starts) and holds the metrics;
+    ``deferred``: the final logs are ``metrics.Deferred`` values, read on the host only when used.
     """
     start = state.batch if state is not None else 0
     if state is None:
         for m in metrics:
             m.reset_state()
     # the logs after each batch only where a callback reads them: reading a metric waits for its step
-    each_batch = callbacks.reads_batch_logs(f"on_{hook}_batch_end")
+    each_batch = callbacks.reads_logs(f"on_{hook}_batch_end")
     logs = {m.name: m.result() for m in metrics} if start else {}
     ran = False
     at = start
@@ -174,7 +175,9 @@ def _run_batches(model, step, batches, metrics, callbacks, hook, train, state=No
         getattr(callbacks, f"on_{hook}_batch_end")(at - 1, logs)
         if train and model.stop_training:
             break
-    return {m.name: m.result() for m in metrics} if ran else logs
+    if not ran:
+        return logs
+    return {m.name: m.deferred_result() if deferred else m.result() for m in metrics}
 
 
 def _groups(batches, size):
@@ -288,7 +291,8 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
             # the batches of this epoch a resumed run has done already are skipped, in the same order
             batches = itertools.islice(state.skip_done(_converted(model, source, epoch, what), state.batch),
                                        None if steps_per_epoch is None else steps_per_epoch - state.batch)
-            logs = _run_batches(model, step, batches, state.metrics, cbs, "train", train=True, state=state)
+            logs = _run_batches(model, step, batches, state.metrics, cbs, "train", train=True, state=state,
+                                deferred=not cbs.reads_logs("on_epoch_end"))
             if not logs and not resumed:
                 warnings.warn(f"{what}: epoch {epoch + 1} received no batches (a generator that has ended, or "
                               f"empty data); training stops here. Pass steps_per_epoch so that each epoch draws that "
