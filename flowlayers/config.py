@@ -140,10 +140,11 @@ def layout_rules():
 
 
 def set_backend(name):
-    """The engine that runs models: one of the installed backends (entry-point group ``flowlayers.backends``)."""
+    """The engine that runs models: one of the installed backends (entry-point group ``flowlayers.backends``);
+    None: back to the default (``$FLOWLAYERS_BACKEND``, else tensorflow where installed)."""
     from . import engine
 
-    _state["backend"] = engine.check_name(name, f"flow.config.set_backend({name!r})")
+    _state["backend"] = None if name is None else engine.check_name(name, f"flow.config.set_backend({name!r})")
 
 
 def backend_name():

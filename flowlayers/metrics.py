@@ -33,7 +33,7 @@ class Metric:
     @property
     def total(self):
         if self._pending:
-            self._total += sum(float(np.sum(np.asarray(t, np.float64))) for t in self._pending)
+            self._total += _host_sum(self._pending)
             self._pending = []
         return self._total
 
@@ -49,7 +49,10 @@ class Metric:
         base, pending, count = self._total, list(self._pending), self.count
         if not pending:
             return base / count if count else 0.0
-        return Deferred(lambda: (base + sum(float(np.sum(np.asarray(t, np.float64))) for t in pending)) / count)
+        return Deferred(lambda: (base + _host_sum(pending)) / count)
+
+    def get_config(self):
+        return {"name": self.name}
 
 
 class Deferred:
@@ -72,8 +75,10 @@ class Deferred:
     def __repr__(self):
         return repr(float(self))
 
-    def get_config(self):
-        return {"name": self.name}
+
+def _host_sum(parts):
+    """The sum of engine values (scalars, or stacked per-batch sums), read on the host in float64."""
+    return sum(float(np.sum(np.asarray(t, np.float64))) for t in parts)
 
 
 def _float(b):

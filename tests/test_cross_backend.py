@@ -50,9 +50,8 @@ def build():
 
 @pytest.fixture(autouse=True)
 def _back_to_the_suites_backend():
-    before = flow.config.backend_name()
     yield
-    flow.config.set_backend(before)
+    flow.config.set_backend(None)       # the default again: $FLOWLAYERS_BACKEND, which later tests may change
 
 
 def start():
