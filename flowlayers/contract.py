@@ -26,7 +26,7 @@ Axes = List[Tuple[str, int]]
 
 __all__ = ["Backend", "Runtime", "Executable", "Kernel", "KernelContext", "ArrayNamespace", "Handle", "Placement",
            "Program", "VariableSpec", "Plan", "Boxing", "Rows", "functional", "op_names", "check_backend", "run_steps",
-           "step_by_step"]
+           "step_by_step", "add_kernel"]
 
 
 @runtime_checkable
@@ -157,6 +157,19 @@ class ArrayNamespace(Protocol):
     def maximum(self, a, b): ...
     def clip(self, x, lo, hi): ...
     def assign(self, ref, value) -> None: ...
+
+
+def add_kernel(table, op_name, fn, replace=False):
+    """Put ``fn`` into a backend's kernel ``table`` as the kernel of ``op_name`` (a backend's ``register_kernel``);
+    a name that has another kernel is refused unless ``replace``."""
+    if op_name in table and table[op_name] is not fn and not replace:
+        from .errors import ConfigError
+
+        raise ConfigError(f"register_kernel({op_name!r}): expected a new op name, received one that already has a "
+                          f"kernel ({table[op_name].__module__}.{table[op_name].__qualname__}); name the op "
+                          f"differently, or pass replace=True to override it")
+    table[op_name] = fn
+    return fn
 
 
 def op_names():

@@ -114,6 +114,23 @@ def fit(r, x, y):
     r.model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)
 
 
+def backend_in_environment(name):
+    """``$FLOWLAYERS_BACKEND`` set to ``name``, then an epoch; the value it had (the backend under test, or unset
+    for the default) is kept for ``restore_backend_in_environment``."""
+    def mistake(r):
+        r.backend_env = os.environ.get("FLOWLAYERS_BACKEND")
+        r.monkeypatch.setenv("FLOWLAYERS_BACKEND", name)
+        r.epoch()
+    return mistake
+
+
+def restore_backend_in_environment(r):
+    if r.backend_env is None:
+        r.monkeypatch.delenv("FLOWLAYERS_BACKEND")
+    else:
+        r.monkeypatch.setenv("FLOWLAYERS_BACKEND", r.backend_env)
+
+
 def rules_then_fit(rules):
     def mistake(r):
         flow.config.set_layout_rules(rules)
@@ -143,17 +160,34 @@ def load_truncated(r):
     r.model.load_weights(r.tmp / "ckpt")
 
 
-def fit_model_with_faulty_kernel(r):
-    """A custom op whose TF kernel is wrong: TF rejects it while the step is traced."""
+def faulty_matmul_kernel(backend):
+    """A kernel for the ``faulty_matmul`` op below, written with the engine's own ops: a (5, 3) matrix where the
+    input has 4 features."""
+    if backend == "jax":
+        import jax.numpy as jnp
+
+        return lambda node, x, ctx: jnp.matmul(x, jnp.ones((5, 3), x.dtype))
     import tensorflow as tf
+
+    return lambda node, x, ctx: tf.matmul(x, tf.ones((5, 3)))
+
+
+#: how each engine's rejection of that kernel names the two sizes
+FAULTY_SIZES = {"tensorflow": "4 and 5", "jax": "(4,) and (5,)"}
+
+
+def fit_model_with_faulty_kernel(r):
+    """A custom op whose kernel is wrong: the engine in force rejects it while the step is traced."""
     from flowlayers.framework.graph import apply
     from flowlayers.framework.op_def import OpDef, Signature
     from flowlayers.sbp import broadcast
-    from flowlayers_tensorflow.kernels import KERNELS
 
+    backend = flow.config.backend_name()
+    if backend not in FAULTY_SIZES:
+        pytest.skip(f"no faulty kernel written for backend {backend!r}")
     op = OpDef("faulty_matmul", lambda inputs, attrs: [(inputs[0].shape[:-1] + (3,), inputs[0].dtype)],
                lambda inputs, attrs: [Signature((broadcast,), (broadcast,))])
-    r.monkeypatch.setitem(KERNELS, "faulty_matmul", lambda node, x, ctx: tf.matmul(x, tf.ones((5, 3))))
+    r.monkeypatch.setitem(flow.engine.backend().kernels, "faulty_matmul", faulty_matmul_kernel(backend))
 
     class Faulty(flow.layers.Layer):
         def call(self, x):
@@ -274,12 +308,11 @@ CASES = [
     Case("unknown_view", lambda r: flow.config.set_view("mirorred"), flow.ConfigError,
          lambda r: ("set_view", "'mirorred'", "'consistent'", "'mirrored'"), "use one of those names", views=(M1, M2)),
     Case("unknown_backend", lambda r: flow.config.set_backend("torch"), flow.ConfigError,
-         lambda r: ("set_backend", "'torch'", "'tensorflow'"), "install the package that provides it", views=(M1, M2)),
-    Case("unknown_backend_in_environment",
-         lambda r: (r.monkeypatch.setenv("FLOWLAYERS_BACKEND", "torch"), r.epoch()), flow.ConfigError,
-         lambda r: ("FLOWLAYERS_BACKEND", "'torch'", "'tensorflow'"), "install the package that provides it",
-         views=(M1, M2),
-         fix=lambda r: r.monkeypatch.delenv("FLOWLAYERS_BACKEND")),
+         lambda r: ("set_backend", "'torch'", str(flow.engine.available())), "install the package that provides it",
+         views=(M1, M2)),
+    Case("unknown_backend_in_environment", backend_in_environment("torch"), flow.ConfigError,
+         lambda r: ("FLOWLAYERS_BACKEND", "'torch'", str(flow.engine.available())),
+         "install the package that provides it", views=(M1, M2), fix=restore_backend_in_environment),
     Case("optimizer_two_clippings", lambda r: flow.optimizers.SGD(0.1, clipnorm=1.0, clipvalue=0.5), flow.ConfigError,
          lambda r: ("SGD", "only one of clipnorm, clipvalue and global_clipnorm", "clipnorm=1.0", "clipvalue=0.5"),
          "keep one", views=(M1, M2)),
@@ -364,10 +397,10 @@ CASES = [
     Case("checkpoint_truncated", load_truncated, flow.CheckpointError,
          lambda r: (r.damaged, "is damaged", "expected", "bytes with sha256", "received"),
          "restore the checkpoint from a copy or save it again"),
-    # The engine: what TF rejects is named after the layer and op
+    # The engine: what the engine in force rejects is named after the layer and op
     Case("engine_error", fit_model_with_faulty_kernel, flow.EngineError,
-         lambda r: ("'faulty'", "'faulty_matmul'", "4 and 5"), "make it agree with the shapes and dtypes",
-         views=(M1, M2, C2)),
+         lambda r: ("'faulty'", "'faulty_matmul'", FAULTY_SIZES[flow.config.backend_name()]),
+         "make it agree with the shapes and dtypes", views=(M1, M2, C2)),
     Case("engine_layout_error", fit_model_dtensor_cannot_lay_out, flow.EngineError,
          lambda r: ("step 'model.train'", "'soft'", "'raw_softsign'", "DTensor cannot lay this step out",
                     "'tf.SoftsignGrad' op does not implement layout propagation"),
@@ -458,7 +491,12 @@ CASES = [
          views=(C2,), face="job"),
     Case("placement_then_all_devices", job_with(lambda x: _placed(x, "0:1") * 2.0), flow.ConfigError,
          lambda r: ("runs on all devices", "'placed/bias_add'", "devices 0:1"), "put this op in a flow.scope.placement",
-         views=(C2,), face="job"),
+         views=(C2,), face="job", engine="tensorflow"),
+    # the jax backend runs no placement on some devices (a step is one XLA program over the whole mesh)
+    Case("placement_on_some_devices_on_jax", job_with(lambda x: _placed(x, "0:1") * 2.0), flow.ConfigError,
+         lambda r: ("variable 'placed/kernel'", "'mistaken'", "devices 0:1",
+                    "expected no placement on some devices on the jax backend"), "run it on the tensorflow backend",
+         views=(C2,), face="job", engine="jax"),
     Case("get_variable_random_seed", job_with(lambda x: flow.get_variable("w", (8, 2), random_seed=1.5)),
          flow.ConfigError, lambda r: ("flow.get_variable('w')", "random_seed expected an int or None", "1.5"),
          "random_seed", face="job"),

@@ -10,8 +10,8 @@ does the rest.  This tutorial writes such a layer (RMSNorm) first.
 Sometimes you need an op flowlayers does not have.  An op has two halves,
 as in Keras 3 and OneFlow: a *symbolic* half in the front end (shape and
 dtype inference, and its SBP signatures -- the layouts it can compute
-locally) and an *executing* half in each backend (a kernel, here TensorFlow
-ops).  The second part writes ``l2_normalize``, looks at the signatures the
+locally) and an *executing* half in each backend (a kernel: TensorFlow ops, or
+jax.numpy on the jax backend).  The second part writes ``l2_normalize``, looks at the signatures the
 planner picks for it, and checks that a model using both trains to the same
 weights on N devices, in both views, as on one.
 """
@@ -95,16 +95,28 @@ def l2_normalize(x, epsilon=1e-12, name=None):
     return apply(L2_NORMALIZE, [x], {"epsilon": float(epsilon)}, name)
 
 
-# The executing half: a kernel for the tensorflow backend, found by the op's
-# name.  It receives the node (its ``attrs``), the input tensors and a
-# context, and returns TF tensors.  TF differentiates it, so there is no
-# gradient to write; in the consistent view its inputs are DTensors laid out
-# as planned, and DTensor runs the same TF ops on every device's shard.
+# The executing half: a kernel per backend, found by the op's name.  It
+# receives the node (its ``attrs``), the input arrays and a context, and
+# returns the engine's arrays.  The engine differentiates it, so there is no
+# gradient to write; in the consistent view its inputs are laid out as planned
+# (DTensors on tensorflow, sharded jax.Arrays on jax), and the engine runs the
+# same ops on every device's shard.
 def register_kernel():
+    if flow.config.backend_name() == "jax":
+        import jax
+        import jax.numpy as jnp
+        from flowlayers_jax import register_kernel as kernel_for
+
+        @kernel_for("l2_normalize", replace=True)   # replace: this function may run twice in one process
+        def l2_normalize_jax(node, x, ctx):
+            squares = jnp.sum(jnp.square(x), axis=-1, keepdims=True)
+            return x * jax.lax.rsqrt(jnp.maximum(squares, node.attrs["epsilon"]))
+        return
+
     import tensorflow as tf
     from flowlayers_tensorflow import register_kernel as kernel_for
 
-    @kernel_for("l2_normalize", replace=True)   # replace: this function may run twice in one process
+    @kernel_for("l2_normalize", replace=True)
     def l2_normalize_kernel(node, x, ctx):
         return tf.math.l2_normalize(x, axis=-1, epsilon=node.attrs["epsilon"])
 

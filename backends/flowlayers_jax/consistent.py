@@ -12,7 +12,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from flowlayers.contract import step_by_step
 
-from .executable import BaseExecutable, host, loss_terms, probe_shapes, rows_of, stacked_feeds, summed
+from .executable import BaseExecutable, host, loss_terms, probes, rows_of, stacked_feeds, summed
 from .lowering import PlannedContext, run_graph
 
 
@@ -58,7 +58,6 @@ class ConsistentExecutable(BaseExecutable):
         p = self.program
         values = {**dict(zip(self._read, read)), **dict(zip(self._updated, updated))}
         contexts = [PlannedContext(p.phase, step, self.seed, plan, self.runtime.sharding) for plan in plans]
-        rows = len(chunks[0][0]) if chunks[0] and np.ndim(chunks[0][0]) else None
 
         def forward(trained_values, probes):
             vals = {**values, **dict(zip(self._trained, trained_values))}
@@ -68,17 +67,17 @@ class ConsistentExecutable(BaseExecutable):
                                       dict(zip(p.gradients, probes)) if k == 0 else None))
             outs = [sum(summed(p, b, env[b]) for env in envs) if mode == "sum" else envs[0][b]
                     for b, mode in zip(p.outputs, p.output_modes)]
-            news = [envs[0][b] for _, b in p.updates]
+            news, seen = [envs[0][b] for _, b in p.updates], [envs[0][b] for b in p.gradients]
             if p.loss is None:
-                return jnp.float32(0.0), (outs, news)
+                return jnp.float32(0.0), (outs, news, seen)
             terms = [loss_terms(p, env) for env in envs]
-            return sum(t for t, _ in terms) / sum(c for _, c in terms), (outs, news)
+            return sum(t for t, _ in terms) / sum(c for _, c in terms), (outs, news, seen)
 
         if p.loss is None:
-            _, (outs, news) = forward(trained, [])
+            _, (outs, news, _) = forward(trained, [])
             return outs, *self._apply(trained, [], slots, news, updated, lr, step, update)
-        (_, (outs, news)), (grads, watched) = jax.value_and_grad(forward, argnums=(0, 1), has_aux=True)(
-            trained, probe_shapes(p, rows))
+        (_, (outs, news, _)), (grads, watched) = jax.value_and_grad(forward, argnums=(0, 1), has_aux=True)(
+            trained, probes(forward, trained, p))
         return outs + list(watched), *self._apply(trained, grads, slots, news, updated, lr, step, update)
 
 

@@ -10,9 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from flowlayers.contract import Rows, functional
-from flowlayers.errors import EngineError, FlowLayersError
+from flowlayers.errors import ConfigError, EngineError, FlowLayersError
 
-from .dtypes import jax_dtype
 
 
 # XLA:CPU runs convolutions and pooling inside a loop several times slower than alone (LeNet, 32 steps scanned on
@@ -198,10 +197,14 @@ def _rows(mask, value):
     return mask.reshape(mask.shape + (1,) * (value.ndim - 1))
 
 
-def probe_shapes(program, rows):
-    """The zeros added to each watched Blob (``flow.watch_diff``) to take its gradient: its shape with ``rows`` for
-    the batch dim."""
-    return [jnp.zeros(tuple(rows if d is None else d for d in b.shape), jax_dtype(b.dtype)) for b in program.gradients]
+def probes(forward, trained, program, vary=lambda z: z):
+    """Zeros shaped as each watched Blob (``flow.watch_diff``) where the step makes it, read from one abstract
+    trace of ``forward`` without probes (its aux's last entry: the watched values): added there, a probe's
+    gradient is the Blob's.  ``vary``: made to vary over the replicas (mirrored view)."""
+    if not program.gradients:
+        return []
+    shapes = jax.eval_shape(lambda t: forward(t, [])[1][-1], trained)
+    return [vary(jnp.zeros(s.shape, s.dtype)) for s in shapes]
 
 
 def host(value):
@@ -209,8 +212,6 @@ def host(value):
 
 
 def _placement_error(what, program, where, view):
-    from flowlayers.errors import ConfigError
-
     return ConfigError(f"{what} of {program!r} was built under flow.scope.placement on devices {where}: expected "
                        f"no placement on some devices on the jax backend, which compiles a step as one XLA program "
                        f"over the whole mesh ({view} view); build the model again without the placement, or run it "

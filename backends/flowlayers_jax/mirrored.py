@@ -17,8 +17,9 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from flowlayers.contract import step_by_step
+from flowlayers.errors import EngineError
 
-from .executable import BaseExecutable, host, loss_terms, probe_shapes, rows_of, stacked_feeds, summed
+from .executable import BaseExecutable, host, loss_terms, probes, rows_of, stacked_feeds, summed
 from .lowering import Context, run_graph
 
 AXIS = "replica"
@@ -80,7 +81,17 @@ class MirroredExecutable(BaseExecutable):
         if mode == "sum":
             return value        # left on the devices until the host reads it: the next step goes ahead
         value = host(value)
-        parts = [value[i][:r] if blob.shape and blob.shape[0] is None else value[i] for i, r in enumerate(rows)]
+        parts = []
+        for i, r in enumerate(rows):
+            part = value[i]
+            if r < width and part.ndim and blob.shape and blob.shape[0] is None:
+                if part.shape[0] != width:      # rows made from the padded ones and others: the padding is inside
+                    raise EngineError(f"step {self.program.name!r}: output {blob.name!r} has {part.shape[0]} rows "
+                                      f"per replica from {width} fed; expected one row per fed row where a batch of "
+                                      f"{sum(rows)} rows does not divide over {len(rows)} replicas (padded to equal "
+                                      f"parts); feed a batch that divides, or use the consistent view")
+                part = part[:r]
+            parts.append(part)
         if mode == "list":
             return parts
         if parts[0].ndim == 0:
@@ -118,22 +129,21 @@ class MirroredExecutable(BaseExecutable):
                                       dict(zip(p.gradients, probes)) if k == 0 else None))
             outs = [sum(summed(p, b, env[b], rows) for env, (_, rows) in zip(envs, chunks)) if mode == "sum"
                     else envs[0][b] for b, mode in zip(p.outputs, p.output_modes)]
-            news = [envs[0][b] for _, b in p.updates]
+            news, seen = [envs[0][b] for _, b in p.updates], [envs[0][b] for b in p.gradients]
             if p.loss is None:
-                return jnp.float32(0.0), (outs, news, jnp.float32(0.0))
+                return jnp.float32(0.0), (outs, news, jnp.float32(0.0), seen)
             terms = [loss_terms(p, env, rows) for env, (_, rows) in zip(envs, chunks)]
-            return sum(t for t, _ in terms), (outs, news, sum(c for _, c in terms))
+            return sum(t for t, _ in terms), (outs, news, sum(c for _, c in terms), seen)
 
-        # varying over the replicas: each replica's rows have their own gradient (the gradient of an input the
-        # replicas share is summed over them by shard_map itself)
-        probes = [jax.lax.pcast(z, AXIS, to="varying") for z in
-                  probe_shapes(p, len(chunks[0][0][0]) if chunks[0][0] and chunks[0][0][0].ndim else None)]
         if p.loss is None:
-            _, (outs, news, count) = forward(trained, [])
+            _, (outs, news, count, _) = forward(trained, [])
             grads, watched = [], []
         else:
-            (_, (outs, news, count)), (grads, watched) = jax.value_and_grad(
-                forward, argnums=(0, 1), has_aux=True)(trained, probes)
+            # varying over the replicas: each replica's rows have their own gradient (the gradient of an input the
+            # replicas share is summed over them by shard_map itself)
+            zeros = probes(forward, trained, p, lambda z: jax.lax.pcast(z, AXIS, to="varying"))
+            (_, (outs, news, count, _)), (grads, watched) = jax.value_and_grad(
+                forward, argnums=(0, 1), has_aux=True)(trained, zeros)
         total = jax.lax.psum(jnp.asarray(count, jnp.float32), AXIS)
         # the gradients of the copies are already the sums over the replicas: shard_map's transpose of a shared
         # input's use by every replica sums its cotangents

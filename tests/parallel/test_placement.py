@@ -1,13 +1,18 @@
 """OneFlow's ``flow.scope.placement`` on some of the devices, in the consistent view: the ops and variables built
 inside run on those devices only (each Blob whole on each of them), the tensors crossing between placements are
 copied (forward and backward) and listed by ``parallel_plan()``, and training equals one device.  What the
-engine cannot run is refused by name before any step."""
+engine cannot run is refused by name before any step.
+
+On the tensorflow backend (DTensor: a mesh per placement) the placed models train.  The jax backend compiles a step
+as one XLA program over the whole mesh and runs no placement on some devices: there each test checks that the step
+is refused by name before it runs (``places.placement_refused``)."""
 import numpy as np
 import pytest
 
 import flowlayers as flow
 import flowlayers.typing as tp
 from flowlayers.framework.variable import store
+from places import devices_of, named, placement_refused, runs_placements_on_some_devices
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(8, 6)).astype(np.float32)
@@ -52,6 +57,10 @@ def train(devices, first, second, dropout=False):
     (4, "0:3", "0:1", True)])
 def test_layers_placed_on_some_devices_train_to_one_device_weights(devices, first, second, dropout):
     _, want_losses, want = train(1, None, None, dropout)
+    if not runs_placements_on_some_devices():
+        with placement_refused("variable 'hidden/kernel'", "train_job", named(devices_of(first))):
+            train(devices, first, second, dropout)
+        return
     job, losses, got = train(devices, first, second, dropout)
     for a, b in zip(losses, want_losses):
         np.testing.assert_allclose(a, b, rtol=1e-6)
@@ -59,21 +68,12 @@ def test_layers_placed_on_some_devices_train_to_one_device_weights(devices, firs
         np.testing.assert_allclose(got[path], value, atol=1e-6, err_msg=path)
     plan = job.parallel_plan()
     held = {path: v.devices for path, v in plan.variables.items()}
-
-    def ids(spec):
-        specs = spec if isinstance(spec, list) else [spec]
-        out = set()
-        for s in specs:
-            first_id, _, last_id = s.split(":")[1].partition("-")
-            out.update(range(int(first_id), int(last_id or first_id) + 1))
-        return tuple(sorted(out))
-
-    assert held["hidden/kernel"] == held["sgd/hidden/kernel/momentum"] == ids(first)
-    assert held["output/bias"] == held["sgd/output/bias/momentum"] == ids(second)
+    assert held["hidden/kernel"] == held["sgd/hidden/kernel/momentum"] == devices_of(first)
+    assert held["output/bias"] == held["sgd/output/bias/momentum"] == devices_of(second)
     copies = [(b.producer, b.consumer, b.phase) for b in plan.boxing if b.collectives[0][1] == "copy"]
     assert ("hidden/relu" if not dropout else "dropout", "output/matmul", "forward") in copies
     assert any(c[0] == "grad of output/matmul" and c[2] == "backward" for c in copies), copies
-    assert f"0:{ids(first)[0]}" in str(plan)
+    assert f"0:{devices_of(first)[0]}" in str(plan)
 
 
 def test_a_loss_on_all_devices_after_a_placement_is_refused_before_any_step():
@@ -81,8 +81,13 @@ def test_a_loss_on_all_devices_after_a_placement_is_refused_before_any_step():
     flow.config.gpu_device_num(2)
     flow.clear_default_session()
     job = pipeline("0:0", "0:1", loss_inside=False)
-    with pytest.raises(flow.ConfigError, match=r"op 'sparse_softmax_cross_entropy' runs on all devices but reads "
-                                               r"'output/bias_add' made under flow.scope.placement on devices 0:1"):
+    if not runs_placements_on_some_devices():
+        refused = placement_refused("variable 'hidden/kernel'", "train_job", "0:0")
+    else:
+        refused = pytest.raises(flow.ConfigError, match=r"op 'sparse_softmax_cross_entropy' runs on all devices but "
+                                                        r"reads 'output/bias_add' made under flow.scope.placement on "
+                                                        r"devices 0:1")
+    with refused:
         job(X, Y)
     assert "hidden/kernel" not in store.variables or store.variables["hidden/kernel"].location is None
 
@@ -91,8 +96,12 @@ def test_placements_of_different_sizes_in_one_step_are_refused():
     flow.config.set_view("consistent")
     flow.config.gpu_device_num(4)
     job = pipeline("0:3", "0:0-1")
-    with pytest.raises(flow.ConfigError, match=r"places op .* on devices 0:3 and op .* on devices 0:0,0:1; expected "
-                                               r"placements on some devices of one size"):
+    if not runs_placements_on_some_devices():
+        refused = placement_refused("variable 'hidden/kernel'", "train_job", "0:3")
+    else:
+        refused = pytest.raises(flow.ConfigError, match=r"places op .* on devices 0:3 and op .* on devices 0:0,0:1; "
+                                                        r"expected placements on some devices of one size")
+    with refused:
         job(X, Y)
 
 
@@ -118,6 +127,13 @@ def test_a_model_built_under_a_placement_is_refused_in_the_mirrored_view():
     with flow.scope.placement("cpu", "0:1"):
         y = flow.layers.Dense(2, name="placed")(x)
     model = flow.Model(x, y)
+    if not runs_placements_on_some_devices():
+        with placement_refused("variable 'placed/kernel'", "model.predict", "0:1"):
+            model.predict(X, verbose=0)
+        flow.config.set_view("mirrored")
+        with placement_refused("variable 'placed/kernel'", "model.predict", "0:1", view="mirrored"):
+            model.predict(X, verbose=0)
+        return
     np.testing.assert_allclose(model.predict(X, verbose=0), X @ model.get_weights()[0] + model.get_weights()[1],
                                rtol=1e-5, atol=1e-6)
     flow.config.set_view("mirrored")
@@ -142,6 +158,10 @@ def test_a_keras_model_with_placed_layers_trains_to_one_device_weights():
         model = flow.Model(x, y)
         model.compile(flow.optimizers.Adam(0.01), flow.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=["accuracy"])
+        if devices == 2 and not runs_placements_on_some_devices():
+            with placement_refused("variable 'dense/kernel'", "model.train", "0:0"):
+                model.fit(X, Y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+            return
         history = model.fit(X, Y, batch_size=4, epochs=2, shuffle=False, verbose=0).history
         results.append((history, model.get_weights()))
     (h1, w1), (h2, w2) = results
@@ -167,6 +187,10 @@ def test_placements_feeding_each_other_in_a_cycle_are_refused():
         flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
         return loss
 
-    with pytest.raises(flow.ConfigError, match=r"tensors of 'train_job' go around the placements devices 0:0 -> "
-                                               r"devices 0:1 -> devices 0:0"):
+    if not runs_placements_on_some_devices():
+        refused = placement_refused("variable 'hidden/kernel'", "train_job", "0:0")
+    else:
+        refused = pytest.raises(flow.ConfigError, match=r"tensors of 'train_job' go around the placements devices "
+                                                        r"0:0 -> devices 0:1 -> devices 0:0")
+    with refused:
         train_job(X, Y)

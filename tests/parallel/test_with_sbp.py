@@ -6,6 +6,9 @@
   the constraint does not hold.
 - Mistakes are named (the Blob, what was expected, what was received, how to fix it) while the model is built,
   and the model built on after the mistake trains to exactly the weights of a run that never made it.
+- One dim split over both axes of a 2x2 mesh, ``(S(0), S(0))``, is such a mistake where the backend gives each
+  tensor dim one mesh axis (tensorflow: DTensor); where it declares ``splits_dim_over_several_axes`` (jax: a
+  ``PartitionSpec`` entry may name several axes), the constrained model trains to one device's weights instead.
 """
 import collections
 
@@ -42,10 +45,16 @@ def mlp(nd_sbp=None, hidden=32, mistake=None):
         mlp.error = str(error.value)
     if nd_sbp is not None:
         h = h.with_sbp(*nd_sbp)
+    mlp.hidden = h
     model = flow.Model(x, flow.layers.Dense(10, name="out")(h))
     model.compile(optimizer=flow.optimizers.Adam(0.01),
                   loss=flow.losses.SparseCategoricalCrossentropy(from_logits=True))
     return model
+
+
+def splits_dim_over_several_axes():
+    """The backend's declared capability (optional in the contract: absent is False)."""
+    return bool(getattr(flow.engine.backend(), "splits_dim_over_several_axes", False))
 
 
 def fit(model):
@@ -111,6 +120,11 @@ MISTAKES = {
 
 @pytest.mark.parametrize("case", sorted(MISTAKES))
 def test_mistake_is_named_and_the_model_trains_on(case):
+    if flow.config.backend_name() == "tensorflow":
+        assert not splits_dim_over_several_axes()      # DTensor: one mesh axis per tensor dim
+    if case == "one_dim_on_two_axes" and splits_dim_over_several_axes():
+        pytest.skip(f"backend {flow.config.backend_name()!r} splits a dim over several mesh axes: no mistake there "
+                    f"(test_one_dim_split_over_two_axes_trains_to_one_device_weights)")
     mistake, named = MISTAKES[case]
     use("consistent", MESHES["2x2"])
     undisturbed = fit(mlp(hidden=5))
@@ -119,6 +133,21 @@ def test_mistake_is_named_and_the_model_trains_on(case):
     assert not missing, (missing, mlp.error)
     for got, want in zip(weights, undisturbed):
         np.testing.assert_array_equal(got, want)
+
+
+def test_one_dim_split_over_two_axes_trains_to_one_device_weights():
+    """``(S(0), S(0))`` on the 2x2 mesh: the hidden activation's rows split over all 4 devices, a quarter each."""
+    if not splits_dim_over_several_axes():
+        pytest.skip(f"backend {flow.config.backend_name()!r} gives each tensor dim one mesh axis: a mistake there "
+                    f"(test_mistake_is_named_and_the_model_trains_on[one_dim_on_two_axes])")
+    use("mirrored", {"data": 1})
+    reference = fit(mlp())
+    use("consistent", MESHES["2x2"])
+    model = mlp((S(0), S(0)))
+    weights = fit(model)
+    assert mlp.hidden.sbp == (S(0), S(0))
+    for got, want in zip(weights, reference):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_constraint_in_the_mirrored_view_is_named():

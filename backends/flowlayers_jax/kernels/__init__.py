@@ -1,5 +1,5 @@
 """Every front-end op lowered to JAX ops, by name: ``KERNELS[op](node, *inputs, ctx)``."""
-from flowlayers.errors import ConfigError
+from flowlayers.contract import add_kernel
 
 from . import conv, einsum, elementwise, embedding, matmul, nn, norm, reduce, shape
 
@@ -16,11 +16,4 @@ def register_kernel(op_name, replace=False):
             norm2 = jnp.sum(jnp.square(x), axis=-1, keepdims=True)
             return x * jax.lax.rsqrt(jnp.maximum(norm2, node.attrs["epsilon"]))
     """
-    def register(fn):
-        if op_name in KERNELS and KERNELS[op_name] is not fn and not replace:
-            raise ConfigError(f"register_kernel({op_name!r}): expected a new op name, received one that already has "
-                              f"a kernel ({KERNELS[op_name].__module__}.{KERNELS[op_name].__qualname__}); name the "
-                              f"op differently, or pass replace=True to override it")
-        KERNELS[op_name] = fn
-        return fn
-    return register
+    return lambda fn: add_kernel(KERNELS, op_name, fn, replace)

@@ -1,5 +1,5 @@
 """Every front-end op lowered to TensorFlow ops, by name: ``KERNELS[op](node, *inputs, ctx)``."""
-from flowlayers.errors import ConfigError
+from flowlayers.contract import add_kernel
 
 from . import conv, einsum, elementwise, embedding, matmul, nn, norm, reduce, shape
 
@@ -15,11 +15,4 @@ def register_kernel(op_name, replace=False):
         def l2_normalize(node, x, ctx):
             return tf.math.l2_normalize(x, axis=-1, epsilon=node.attrs["epsilon"])
     """
-    def register(fn):
-        if op_name in KERNELS and KERNELS[op_name] is not fn and not replace:
-            raise ConfigError(f"register_kernel({op_name!r}): expected a new op name, received one that already has "
-                              f"a kernel ({KERNELS[op_name].__module__}.{KERNELS[op_name].__qualname__}); name the "
-                              f"op differently, or pass replace=True to override it")
-        KERNELS[op_name] = fn
-        return fn
-    return register
+    return lambda fn: add_kernel(KERNELS, op_name, fn, replace)
