@@ -14,6 +14,10 @@ import re
 from pathlib import Path
 
 os.environ["FLOWLAYERS_CPU_DEVICES"] = "4"
+if os.environ.get("FLOWLAYERS_BACKEND") == "jax":
+    # XLA:CPU's LLVM optimisations off: the suite compiles hundreds of small steps and times none, and a third of
+    # its time went to optimising code run a few times (float semantics are the same: XLA uses no fast math)
+    os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import pytest  # noqa: E402
@@ -31,6 +35,9 @@ if BACKEND == "tensorflow":
     devices.devices(1)
 else:
     flow.engine.backend().check_device_count(4, f"tests on backend {BACKEND!r}")
+    if HAS_TENSORFLOW and "tensorflow" in flow.engine.available():
+        # tests comparing the engines, or using tf.data, start TensorFlow too: with its 4 devices, not 1
+        flow.engine.backend("tensorflow").check_device_count(4, "tests beside the tensorflow backend")
 
 
 def pytest_ignore_collect(collection_path, config):
