@@ -1,0 +1,98 @@
+"""``compile(steps_per_execution=K)``: K batches per engine call (the jax backend scans them, gathering a training
+array's rows on the devices; others run them one by one), with the weights, metrics and history of K = 1; batch
+hooks once per group, after its last batch, as Keras calls them; metrics read on the host only where read."""
+import numpy as np
+import pytest
+
+import flowlayers as flow
+from flowlayers import contract
+from places import consistent
+
+RNG = np.random.default_rng(3)
+X = RNG.normal(size=(150, 12)).astype(np.float32)
+Y = RNG.integers(0, 4, 150)
+
+
+def train(spe, view="consistent", n=2, callbacks=(), **fit):
+    if view == "consistent":
+        consistent(n, {"data": n} if n > 1 else None)
+    else:
+        flow.config.set_view("mirrored")
+        flow.config.gpu_device_num(n)
+        flow.clear_session()
+    x = flow.Input((12,))
+    h = flow.layers.Dense(16, activation="relu", name="hidden")(x)
+    model = flow.Model(x, flow.layers.Dense(4, name="out")(h))
+    model.compile(flow.optimizers.SGD(0.1, momentum=0.9), flow.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"], steps_per_execution=spe)
+    history = model.fit(X, Y, batch_size=32, verbose=0, callbacks=list(callbacks), **{"epochs": 3, **fit})
+    return model, history
+
+
+@pytest.mark.parametrize("view, n", [("consistent", 1), ("consistent", 2), ("mirrored", 2), ("mirrored", 4)])
+def test_groups_of_steps_train_as_single_steps(view, n):
+    one, h1 = train(1, view, n, shuffle=True)
+    four, h4 = train(4, view, n, shuffle=True)       # 5 batches an epoch: a group of 4, then the last (22 rows)
+    assert one.optimizer.iterations == four.optimizer.iterations == 15
+    for a, b in zip(one.get_weights(), four.get_weights()):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    for key in ("loss", "accuracy"):
+        assert all(isinstance(v, float) for v in h4.history[key])
+        np.testing.assert_allclose(h1.history[key], h4.history[key], atol=1e-6)
+
+
+def test_batch_hooks_run_once_per_group_with_its_last_batch_and_read_logs():
+    class Seen(flow.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.begins, self.ends = [], []
+
+        def on_train_batch_begin(self, batch, logs=None):
+            self.begins.append(batch)
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.ends.append((batch, logs["loss"]))
+
+    seen = Seen()
+    model, history = train(2, callbacks=[seen], epochs=1)
+    assert seen.begins == [0, 2, 4] and [b for b, _ in seen.ends] == [1, 3, 4]
+    assert all(isinstance(loss, float) and loss > 0 for _, loss in seen.ends)
+    assert seen.ends[-1][1] == pytest.approx(history.history["loss"][0])
+
+
+def test_history_keeps_epoch_values_unread_until_read():
+    _, history = train(1, epochs=2)
+    kept = history._history["loss"]
+    assert len(kept) == 2
+    values = history.history["loss"]
+    assert all(type(v) is float for v in values) and values[1] < values[0]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.0, True, "auto"])
+def test_steps_per_execution_must_be_a_positive_int(bad):
+    flow.clear_session()
+    x = flow.Input((3,))
+    model = flow.Model(x, flow.layers.Dense(2)(x))
+    with pytest.raises(flow.InputError, match=r"steps_per_execution expected a positive int, received"):
+        model.compile("sgd", "mse", steps_per_execution=bad)
+    model.compile("sgd", "mse", steps_per_execution=3)      # the model stays usable
+    assert model.steps_per_execution == 3
+
+
+def test_rows_of_a_whole_array_run_step_by_step_where_an_engine_has_no_scan():
+    consistent(1)
+    x = flow.Input((12,))
+    model = flow.Model(x, flow.layers.Dense(4, name="out")(x))
+    model.compile(flow.optimizers.SGD(0.1), flow.losses.SparseCategoricalCrossentropy(from_logits=True))
+    start = model.get_weights()
+    step = model._executable("train")
+    index = np.arange(64).reshape(2, 32)[:, ::-1]
+    feeds = [contract.Rows(X, index), contract.Rows(Y.astype(np.int32), index)]
+    stacked = contract.step_by_step(step.executable, feeds, step.handles(), [0.1, 0.1], 1)
+    by_steps = model.get_weights()
+    model.set_weights(start)
+    for k in range(2):
+        loss, = step([X[index[k]], Y[index[k]].astype(np.int32)], 0.1, k + 1)
+        np.testing.assert_allclose(float(stacked[0][k]), float(loss), rtol=1e-6)
+    for a, b in zip(by_steps, model.get_weights()):
+        np.testing.assert_allclose(a, b, atol=1e-7)
