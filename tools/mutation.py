@@ -92,6 +92,13 @@ TARGETS = {
     "backends/flowlayers_tensorflow/lowering.py": [T + "parallel/test_recompute.py", T + "parallel/test_gpt_parallel.py",
                                                    T + "test_user_errors.py", T + "parallel/test_replicas_and_rules.py"],
     "flowlayers/ops/embedding.py": [T + "parallel/test_signatures.py", T + "parallel/test_gpt_parallel.py"],
+    # fast dispatch (issue 21): grouped steps, metrics read late
+    "flowlayers/metrics.py": [T + "models/test_steps_per_execution.py", T + "models/test_keras_surface.py"],
+    "flowlayers/models/training.py": [T + "models/test_steps_per_execution.py", T + "models/test_data_adapters.py"],
+    # the jax backend (run with FLOWLAYERS_BACKEND=jax)
+    "backends/flowlayers_jax/executable.py": [T + "models/test_steps_per_execution.py", T + "test_cross_backend.py"],
+    "backends/flowlayers_jax/mirrored.py": [T + "models/test_steps_per_execution.py", T + "test_cross_backend.py"],
+    "backends/flowlayers_jax/consistent.py": [T + "models/test_steps_per_execution.py", T + "test_cross_backend.py"],
 }
 
 
