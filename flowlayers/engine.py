@@ -26,11 +26,21 @@ def available():
 
 
 def default_name():
-    """``tensorflow`` where it is installed (or none is), else the first installed backend (looked up once)."""
+    """The first installed backend whose engine imports, ``tensorflow`` first (looked up once); ``tensorflow``
+    where none does, so that the error names it."""
     if not _default:
-        installed = available()
-        _default.append("tensorflow" if "tensorflow" in installed or not installed else installed[0])
+        installed = sorted(available(), key=lambda name: name != "tensorflow")
+        usable = [name for name in installed if _loads(name)]
+        _default.append(usable[0] if usable else "tensorflow")
     return _default[0]
+
+
+def _loads(name):
+    try:
+        _entry_points()[name].load()
+        return True
+    except ImportError:
+        return False
 
 
 def check_name(name, what):
