@@ -12,8 +12,6 @@ import numpy as np
 from flowlayers.contract import Rows, functional
 from flowlayers.errors import ConfigError, EngineError, FlowLayersError
 
-
-
 # XLA:CPU runs convolutions and pooling inside a loop several times slower than alone (LeNet, 32 steps scanned on
 # logical CPU devices: 6x slower per step, 100 s to compile): on CPUs their steps are dispatched one by one
 WINDOWED = ("conv2d", "conv2d_transpose", "max_pool2d", "avg_pool2d")
@@ -31,7 +29,7 @@ class BaseExecutable:
         self._updated = list(dict.fromkeys(v.path for v, _ in p.updates))
         written = set(self._trained) | set(self._slots) | set(self._updated)
         self._read = [v.path for v in p.variables if v.path not in written]
-        self._handles, self._fns = None, {}
+        self._handles, self._fns, self._box_shardings = None, {}, None
         self._math = functional.FunctionalMath(jnp)
         self._lr = self._next_step = None
 
@@ -49,7 +47,7 @@ class BaseExecutable:
             self._boxes = [[handles[k] for k in group] for group in
                            (self._trained, self._slots, self._updated, self._read)]
             shardings = [[b.sharding for b in group] for group in self._boxes]
-            if shardings != getattr(self, "_box_shardings", None):
+            if shardings != self._box_shardings:
                 self._fns = {}          # compiled for the layouts the values had
             self._box_shardings, self._shardings = shardings, shardings[:3]
 

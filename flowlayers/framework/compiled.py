@@ -60,7 +60,6 @@ class Compiled:
         optimizer.iterations += 1
         return values
 
-
     def run_steps(self, feeds, count, optimizer=None):
         """``count`` steps in one call (``contract.run_steps``: per input a ``Rows`` or an array stacked over the
         steps), each at its step's learning rate.  Returns per output its values stacked over the steps."""
