@@ -42,6 +42,16 @@ def placement_refused(what, program, devices, view="consistent"):
         f"on some devices on the jax backend") + ".*" + re.escape(f"({view} view)"))
 
 
+def refusal(what, program, devices, tensorflow_match):
+    """The refusal a step with placements on some devices meets: on tensorflow (which runs placements) the
+    ``ConfigError`` matching ``tensorflow_match``, elsewhere ``placement_refused``."""
+    import pytest
+
+    if runs_placements_on_some_devices():
+        return pytest.raises(flow.ConfigError, match=tensorflow_match)
+    return placement_refused(what, program, devices)
+
+
 def devices_of(spec):
     """A ``flow.scope.placement`` device spec (``"0:0-1"``, ``["0:0", "0:2"]``) -> the device ids, sorted."""
     specs = spec if isinstance(spec, list) else [spec]

@@ -12,7 +12,7 @@ import pytest
 import flowlayers as flow
 import flowlayers.typing as tp
 from flowlayers.framework.variable import store
-from places import devices_of, named, placement_refused, runs_placements_on_some_devices
+from places import devices_of, named, placement_refused, refusal, runs_placements_on_some_devices
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(8, 6)).astype(np.float32)
@@ -96,12 +96,9 @@ def test_placements_of_different_sizes_in_one_step_are_refused():
     flow.config.set_view("consistent")
     flow.config.gpu_device_num(4)
     job = pipeline("0:3", "0:0-1")
-    if not runs_placements_on_some_devices():
-        refused = placement_refused("variable 'hidden/kernel'", "train_job", "0:3")
-    else:
-        refused = pytest.raises(flow.ConfigError, match=r"places op .* on devices 0:3 and op .* on devices 0:0,0:1; "
-                                                        r"expected placements on some devices of one size")
-    with refused:
+    with refusal("variable 'hidden/kernel'", "train_job", "0:3",
+                 r"places op .* on devices 0:3 and op .* on devices 0:0,0:1; expected placements on some devices of "
+                 r"one size"):
         job(X, Y)
 
 
@@ -187,10 +184,6 @@ def test_placements_feeding_each_other_in_a_cycle_are_refused():
         flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
         return loss
 
-    if not runs_placements_on_some_devices():
-        refused = placement_refused("variable 'hidden/kernel'", "train_job", "0:0")
-    else:
-        refused = pytest.raises(flow.ConfigError, match=r"tensors of 'train_job' go around the placements devices "
-                                                        r"0:0 -> devices 0:1 -> devices 0:0")
-    with refused:
+    with refusal("variable 'hidden/kernel'", "train_job", "0:0",
+                 r"tensors of 'train_job' go around the placements devices 0:0 -> devices 0:1 -> devices 0:0"):
         train_job(X, Y)
