@@ -15,6 +15,7 @@ from flowlayers.errors import ConfigError, EngineError, FlowLayersError
 # XLA:CPU runs convolutions and pooling inside a loop several times slower than alone (LeNet, 32 steps scanned on
 # logical CPU devices: 6x slower per step, 100 s to compile): on CPUs their steps are dispatched one by one
 WINDOWED = ("conv2d", "conv2d_transpose", "max_pool2d", "avg_pool2d")
+_in_flight = [None]     # the arrays of the last step dispatched on several CPU devices (see BaseExecutable._waits)
 
 
 class BaseExecutable:
@@ -32,6 +33,12 @@ class BaseExecutable:
         self._handles, self._fns, self._box_shardings = None, {}, None
         self._math = functional.FunctionalMath(jnp)
         self._lr = self._next_step = None
+        # On several CPU devices a step is dispatched only once the step before (of any program) has ended; the
+        # host still prepares it meanwhile.  XLA:CPU runs the devices' programs on one thread pool as large as the
+        # cores: with two steps in flight, the devices done with the first can hold every thread waiting in the
+        # second's all-reduce while the others still need one to finish the first (LeNet on 4 logical devices,
+        # 2 cores: "Expected 4 threads to join the rendezvous, but only 2 of them arrived", the process aborted)
+        self._waits = runtime.platform == "cpu" and runtime.num_replicas > 1
 
     def _check_placements(self):
         placed = next((n for n in self.program.nodes if n.placement is not None), None)
@@ -54,6 +61,9 @@ class BaseExecutable:
     def _run(self, fn, *args):
         """Run ``fn(trained, slots, updated, read, *args)`` on the boxes' arrays and put back the new arrays of the
         first three.  Returns what the step returns besides them."""
+        if self._waits and _in_flight[0] is not None:
+            jax.block_until_ready(_in_flight[0])
+            _in_flight[0] = None
         arrays = [[b.value for b in group] for group in self._boxes]
         try:
             out, *new = fn(*arrays, *args)
@@ -66,6 +76,8 @@ class BaseExecutable:
         for group, values in zip(self._boxes, new):
             for box, value in zip(group, values):
                 box.value = value
+        if self._waits:
+            _in_flight[0] = new
         return out
 
     def _jit(self, key, step_fn, training, shardings):
