@@ -129,6 +129,7 @@ class BackupAndRestore(Callback):
         self._path = os.path.join(self.backup_dir, "latest")
 
     def on_train_begin(self, logs=None):
+        self._steps_seen = self.model.optimizer.iterations
         if not checkpoint.exists(self._path):
             return
         where = f"BackupAndRestore({self.backup_dir!r})"
@@ -142,9 +143,12 @@ class BackupAndRestore(Callback):
                                   f"without a training position in {self._path!r}")
         self.model._fit_state.resume(state["position"], where)
         self.model._load_checkpoint(self._path)
+        self._steps_seen = self.model.optimizer.iterations
 
     def on_train_batch_end(self, batch, logs=None):
-        if self.save_freq != "epoch" and self.model.optimizer.iterations % self.save_freq == 0:
+        # every save_freq steps; a hook may end several steps (steps_per_execution): then when they passed one
+        before, self._steps_seen = self._steps_seen, self.model.optimizer.iterations
+        if self.save_freq != "epoch" and self._steps_seen // self.save_freq > before // self.save_freq:
             self.model._save_checkpoint(self._path, self.model._fit_state.position())
 
     def on_epoch_end(self, epoch, logs=None):

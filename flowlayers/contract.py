@@ -15,6 +15,7 @@ from typing import Any, Callable, List, Mapping, Optional, Protocol, Sequence, T
 
 import numpy as np
 
+from .errors import ConfigError
 from .framework.placement import Placement
 from .framework.program import Program
 from .framework.variable import VariableSpec
@@ -26,7 +27,7 @@ Axes = List[Tuple[str, int]]
 
 __all__ = ["Backend", "Runtime", "Executable", "Kernel", "KernelContext", "ArrayNamespace", "Handle", "Placement",
            "Program", "VariableSpec", "Plan", "Boxing", "Rows", "functional", "op_names", "check_backend", "run_steps",
-           "step_by_step", "add_kernel"]
+           "step_by_step", "add_kernel", "micro_batches"]
 
 
 @runtime_checkable
@@ -131,6 +132,15 @@ def run_steps(executable, feeds, handles, lrs, first_step):
     return step_by_step(executable, feeds, handles, lrs, first_step)
 
 
+def micro_batches(feeds, n):
+    """Host feeds -> ``n`` lists of feeds, each a run of consecutive rows (sizes differ by one at most); a batch of
+    fewer rows runs as one micro-batch per row (the sum of the gradients is the same)."""
+    if n == 1 or not feeds or not np.ndim(feeds[0]):
+        return [list(feeds)]
+    n = min(n, len(feeds[0]))
+    return [list(chunk) for chunk in zip(*[np.array_split(np.asarray(f), n) for f in feeds])]
+
+
 def step_by_step(executable, feeds, handles, lrs, first_step):
     """``run_steps`` as one call of ``executable`` per step (what an executable's ``steps`` may fall back to)."""
     stacked = [f.gather() if isinstance(f, Rows) else f for f in feeds]
@@ -163,8 +173,6 @@ def add_kernel(table, op_name, fn, replace=False):
     """Put ``fn`` into a backend's kernel ``table`` as the kernel of ``op_name`` (a backend's ``register_kernel``);
     a name that has another kernel is refused unless ``replace``."""
     if op_name in table and table[op_name] is not fn and not replace:
-        from .errors import ConfigError
-
         raise ConfigError(f"register_kernel({op_name!r}): expected a new op name, received one that already has a "
                           f"kernel ({table[op_name].__module__}.{table[op_name].__qualname__}); name the op "
                           f"differently, or pass replace=True to override it")

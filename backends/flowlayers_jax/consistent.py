@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from flowlayers.contract import step_by_step
+from flowlayers.contract import micro_batches, step_by_step
 
 from .executable import BaseExecutable, host, loss_terms, probes, rows_of, stacked_feeds, summed
 from .lowering import PlannedContext, run_graph
@@ -20,7 +20,7 @@ class ConsistentExecutable(BaseExecutable):
     def __call__(self, feeds, handles, lr=0.0, step=1):
         p, rt = self.program, self.runtime
         self._bind(handles)
-        chunks = _micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
+        chunks = micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
         sizes = tuple(len(c[0]) if c and np.ndim(c[0]) else None for c in chunks)
         plans = [self.plan(size) for size in sizes]
         update = self._updates_variables(step)
@@ -36,7 +36,7 @@ class ConsistentExecutable(BaseExecutable):
     def steps(self, feeds, handles, lrs, first_step):
         """Several steps as one scanned ``jax.jit``, a training array's rows gathered on the devices."""
         p, rt = self.program, self.runtime
-        if not self._scans():
+        if not self._scans:
             return step_by_step(self, feeds, handles, lrs, first_step)
         self._bind(handles)
         plan = self.plan(rows_of(feeds))
@@ -85,12 +85,3 @@ def _pinned(feeds, plan, program, runtime):
     """A step's feeds gathered on the devices, laid out as the plan places its inputs."""
     return [jax.lax.with_sharding_constraint(f, runtime.sharding(plan.sbp[x], f.ndim))
             for f, x in zip(feeds, program.inputs)]
-
-
-def _micro_batches(feeds, n):
-    """Host feeds -> ``n`` lists of feeds, each a run of consecutive rows (sizes differ by one at most); a batch of
-    fewer rows runs as one micro-batch per row."""
-    if n == 1 or not feeds or not np.ndim(feeds[0]):
-        return [list(feeds)]
-    n = min(n, len(feeds[0]))
-    return [list(chunk) for chunk in zip(*[np.array_split(np.asarray(f), n) for f in feeds])]

@@ -39,6 +39,7 @@ class BaseExecutable:
         # second's all-reduce while the others still need one to finish the first (LeNet on 4 logical devices,
         # 2 cores: "Expected 4 threads to join the rendezvous, but only 2 of them arrived", the process aborted)
         self._waits = runtime.platform == "cpu" and runtime.num_replicas > 1
+        self._scans = self._can_scan()
 
     def _check_placements(self):
         placed = next((n for n in self.program.nodes if n.placement is not None), None)
@@ -116,7 +117,7 @@ class BaseExecutable:
     def _updates_variables(self, step):
         return self.program.optimizer is None or self.program.optimizer.is_update_step(step)
 
-    def _scans(self):
+    def _can_scan(self):
         """Whether several steps can run as one scanned step: every output a sum (fit's and evaluate's steps),
         no micro-batches, and every step applying the rule (no gradient accumulation)."""
         p = self.program

@@ -50,7 +50,7 @@ class MirroredExecutable(BaseExecutable):
         """Several steps as one scanned step inside the ``shard_map``, a training array's rows gathered by each
         replica on its device; batches that do not divide over the replicas go step by step."""
         p, rt = self.program, self.runtime
-        if not self._scans() or rows_of(feeds) % rt.num_replicas or any(x.node.attrs["kind"] == "list" for x in p.inputs):
+        if not self._scans or rows_of(feeds) % rt.num_replicas or any(x.node.attrs["kind"] == "list" for x in p.inputs):
             return step_by_step(self, feeds, handles, lrs, first_step)
         self._bind(handles)
         split_steps = NamedSharding(rt.mesh, PartitionSpec(None, AXIS))

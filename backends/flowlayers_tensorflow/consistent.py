@@ -27,6 +27,7 @@ import tensorflow as tf
 from tensorflow.experimental import dtensor
 from tensorflow.python.ops.resource_variable_ops import BaseResourceVariable
 
+from flowlayers.contract import micro_batches
 from flowlayers.errors import FlowLayersError
 from flowlayers.sbp import Split, broadcast, partial_sum
 
@@ -282,7 +283,7 @@ class ConsistentExecutable(BaseExecutable):
     def __call__(self, feeds, handles, lr=0.0, step=1):
         p, rt = self.program, self.runtime
         self._bind(handles)
-        chunks = _micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
+        chunks = micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
         batch = tuple(len(c[0]) if c and np.ndim(c[0]) else None for c in chunks)     # the micro-batches' sizes
         plans, forward = self._functions(batch)
         placed = [[rt.place(f, plan.sbp[x]) for f, x in zip(chunk, p.inputs)] for chunk, plan in zip(chunks, plans)]
@@ -408,15 +409,6 @@ def _coordinates(mesh):
     names = list(mesh.dim_names)
     sizes = [mesh.dim_size(a) for a in names]
     return [dict(zip(names, np.unravel_index(i, sizes))) for i in range(int(np.prod(sizes)))]
-
-
-def _micro_batches(feeds, n):
-    """Host feeds -> ``n`` lists of feeds, each a run of consecutive rows (sizes differ by one at most); a batch of
-    fewer rows runs as one micro-batch per row (the sum of the gradients is the same)."""
-    if n == 1 or not feeds or not np.ndim(feeds[0]):
-        return [list(feeds)]
-    n = min(n, len(feeds[0]))
-    return [list(chunk) for chunk in zip(*[np.array_split(np.asarray(f), n) for f in feeds])]
 
 
 def _moved(tensor, runtime, source, target):

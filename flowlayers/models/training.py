@@ -159,15 +159,15 @@ def _run_batches(model, step, batches, metrics, callbacks, hook, train, state=No
     # the logs after each batch only where a callback reads them: reading a metric waits for its step
     each_batch = callbacks.reads_logs(f"on_{hook}_batch_end")
     logs = {m.name: m.result() for m in metrics} if start else {}
-    ran = False
     at = start
     for group in _groups(batches, model.steps_per_execution):
         getattr(callbacks, f"on_{hook}_batch_begin")(at, logs)
         # each metric's sum over the group (one per batch, stacked, for a group of several)
         sums = step.many(group) if len(group) > 1 else step(group[0])
+        rows = sum(len(b[0]) for b in group)
         for m, total in zip(metrics, sums):
-            m.update(total, sum(len(b[0]) for b in group))
-        ran, at = True, at + len(group)
+            m.update(total, rows)
+        at += len(group)
         if each_batch:
             logs = {m.name: m.result() for m in metrics}
         if state is not None:
@@ -175,7 +175,7 @@ def _run_batches(model, step, batches, metrics, callbacks, hook, train, state=No
         getattr(callbacks, f"on_{hook}_batch_end")(at - 1, logs)
         if train and model.stop_training:
             break
-    if not ran:
+    if at == start:     # no batch ran
         return logs
     return {m.name: m.deferred_result() if deferred else m.result() for m in metrics}
 

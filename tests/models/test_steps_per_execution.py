@@ -98,3 +98,14 @@ def test_rows_of_a_whole_array_run_step_by_step_where_an_engine_has_no_scan():
         np.testing.assert_allclose(float(stacked[0][k]), float(loss), rtol=1e-6)
     for a, b in zip(by_steps, model.get_weights()):
         np.testing.assert_allclose(a, b, atol=1e-7)
+
+
+def test_backup_every_n_steps_is_written_when_a_group_passes_a_multiple(tmp_path):
+    """Groups of 4 steps end at steps 4 and 5 of a 5-batch epoch: save_freq=3 is passed at step 4, never hit."""
+    from flowlayers.framework import checkpoint_format
+
+    backup = flow.callbacks.BackupAndRestore(tmp_path / "backup", save_freq=3, delete_checkpoint=False)
+    model, _ = train(4, callbacks=[backup], epochs=1)
+    assert model.optimizer.iterations == 5
+    saved = checkpoint_format.Reader(str(tmp_path / "backup" / "latest")).state["position"]
+    assert (saved["epoch"], saved["batch"]) == (0, 4)
