@@ -4,7 +4,7 @@
     flow.config.gpu_device_num(2)
     flow.config.set_view("consistent")   # or "mirrored"
 """
-from . import (activations, callbacks, checkpoint, config, data, distribute, initializers, losses, math, metrics,
+from . import (activations, callbacks, checkpoint, config, data, distribute, env, initializers, losses, math, metrics,
                nn, optimizer, optimizers, parallel, regularizers, sbp, scope, train, typing)
 from . import distribute as distribute_mod
 from . import layers

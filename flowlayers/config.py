@@ -40,7 +40,9 @@ def _positive_int(value, what):
 
 
 def gpu_device_num(n):
-    """Use ``n`` devices of this host: GPUs where present, else ``n`` logical CPU devices."""
+    """Use ``n`` devices of this process: GPUs where present, else ``n`` logical CPU devices.  In a job started by
+    ``python -m flowlayers.launch`` every process gives ``n`` (OneFlow's count per machine), and the mesh spans the
+    devices of all processes."""
     from . import engine
 
     what = f"flow.config.gpu_device_num({n!r})"
@@ -55,10 +57,17 @@ def cpu_device_num(n):
 
 
 def device_num():
-    """The device count: the one set, else the size of the mesh set, else 1."""
+    """The devices of all processes: the count set times the processes, else the size of the mesh set, else one
+    per process."""
     if _state["device_num"]:
-        return _state["device_num"]
-    return _product(_state["mesh"]) if _state["mesh"] else 1
+        return _state["device_num"] * _processes()
+    return _product(_state["mesh"]) if _state["mesh"] else _processes()
+
+
+def _processes():
+    from . import env
+
+    return env.process_count()
 
 
 def set_view(view):
@@ -86,12 +95,16 @@ def set_mesh(**axes):
     what = f"flow.config.set_mesh({_describe_mesh(axes)})"
     for name, size in axes.items():
         _positive_int(size, f"flow.config.set_mesh({name}=...)")
+    if axes and _product(axes) % _processes():
+        raise ConfigError(f"{what}: expected a mesh whose device count is a multiple of the {_processes()} processes "
+                          f"of this job (each holds as many of its devices), received {_product(axes)} device(s)")
     if axes:
-        engine.check_device_count(_product(axes), what)
-    count = _state["device_num"]
+        engine.check_device_count(_product(axes) // _processes(), what)
+    count = _state["device_num"] and device_num()
     if axes and count and _product(axes) != count:
         raise ConfigError(f"{what}: expected the product of the axis sizes to equal the device count {count} "
-                          f"already set (flow.config.gpu_device_num({count})), received a mesh of "
+                          f"already set (flow.config.gpu_device_num({_state['device_num']})"
+                          f"{f' in each of {_processes()} processes' if _processes() > 1 else ''}), received a mesh of "
                           f"{_product(axes)} device(s); set a mesh of {count} devices, or the device count "
                           f"first")
     _state["mesh"] = dict(axes) or None
@@ -175,7 +188,10 @@ def placement(view=None):
 
     view = view or _view_in_force()
     mesh = tuple(mesh_shape().items()) if view == "consistent" else ()
-    return Placement(backend_name(), view, device_num(), mesh, tuple(_state["layout_rules"].items()), seed())
+    from . import env
+
+    return Placement(backend_name(), view, device_num(), mesh, tuple(_state["layout_rules"].items()), seed(),
+                     env.cluster())
 
 
 def enable_legacy_model_io(val=True):

@@ -16,6 +16,7 @@ from typing import Any, Callable, List, Mapping, Optional, Protocol, Sequence, T
 import numpy as np
 
 from .errors import ConfigError
+from .framework.cluster import Cluster
 from .framework.placement import Placement
 from .framework.program import Program
 from .framework.variable import VariableSpec
@@ -26,7 +27,7 @@ Handle = Any            # the engine's own variable object, opaque to the front 
 Axes = List[Tuple[str, int]]
 
 __all__ = ["Backend", "Runtime", "Executable", "Kernel", "KernelContext", "ArrayNamespace", "Handle", "Placement",
-           "Program", "VariableSpec", "Plan", "Boxing", "Rows", "functional", "op_names", "check_backend", "run_steps",
+           "Program", "VariableSpec", "Cluster", "Plan", "Boxing", "Rows", "functional", "op_names", "check_backend", "run_steps",
            "step_by_step", "add_kernel", "micro_batches"]
 
 
@@ -40,9 +41,21 @@ class Backend(Protocol):
     # optional: splits_dim_over_several_axes = True where one tensor dim may be split over several mesh axes
     # (nd-SBP (S(0), S(0)); JAX's PartitionSpec(("a", "b"))); absent or False: one axis per dim at most
 
+    # optional: processes = True where it runs one program over the processes of a launched job; ``runtime`` is
+    # then also called with ``cluster=`` (below)
+
     def runtime(self, view: str, device_num: int, mesh: Optional[Tuple[Tuple[str, int], ...]]) -> "Runtime":
         """A runtime for one view, device count and (consistent view) mesh ``((axis, size), ...)``; made once per
-        distinct tuple and reused.  A one-device consistent runtime keeps the mesh's axis names, each of size 1."""
+        distinct tuple and reused.  A one-device consistent runtime keeps the mesh's axis names, each of size 1.
+
+        Several processes (``cluster=Cluster(...)``, only to a backend declaring ``processes = True``): every process
+        of the job makes the same calls in the same order.  ``device_num`` counts the devices of all processes;
+        process ``p`` owns global devices ``p * local .. (p + 1) * local - 1`` (``cluster.local(device_num)``), and
+        the mesh lists devices in that order.  The backend joins its engine's own distributed runtime (once per
+        process, on ``cluster.coordinator`` / ``cluster.addresses``).  Every host value handed to the runtime or an
+        executable (variable values, feeds) is the whole logical value, the same in every process: each process puts
+        only its own devices' blocks on them.  Every value returned (``read``, outputs, sums) is the whole logical
+        value, in every process.  Such a runtime also has ``barrier(name)``: return once every process reached it."""
 
     def check_device_count(self, n: int, what: str) -> None:
         """Raise ``flow.ConfigError`` naming ``what`` if ``n`` devices cannot be had in this process.  Called by

@@ -89,6 +89,14 @@ def runtime(placement=None):
             raise ConfigError(f"view {placement.view!r}: backend {placement.backend!r} runs the views "
                               f"{list(engine.views)}, received {placement.view!r}; choose one of those or another "
                               f"backend")
-        _runtimes[key] = engine.runtime(placement.view, placement.device_num,
-                                        placement.mesh if placement.consistent else None)
+        mesh = placement.mesh if placement.consistent else None
+        if placement.cluster is None:
+            _runtimes[key] = engine.runtime(placement.view, placement.device_num, mesh)
+        elif not getattr(engine, "processes", False):
+            raise ConfigError(f"backend {placement.backend!r}: expected a backend that runs one program over several "
+                              f"processes, received one that runs in one process only (this job has "
+                              f"{placement.cluster.count}); start the script without python -m flowlayers.launch, or "
+                              f"choose a backend that declares processes = True")
+        else:
+            _runtimes[key] = engine.runtime(placement.view, placement.device_num, mesh, cluster=placement.cluster)
     return _runtimes[key]

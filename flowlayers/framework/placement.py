@@ -7,19 +7,21 @@ settings hold different Placements, so a setting changed between them cannot rea
 """
 import re
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Optional, Tuple
 
 from ..errors import SBPError
+from .cluster import Cluster
 
 
 @dataclass(frozen=True)
 class Placement:
     backend: str              # the engine's entry-point name
     view: str                 # "consistent" | "mirrored"
-    device_num: int
+    device_num: int           # devices of all processes
     mesh: Tuple = ()          # ((axis, size), ...): the consistent view's mesh; () in the mirrored view
     layout_rules: Tuple = ()  # ((regex, per-dim mesh axes), ...), in the order they were given
     seed: int = 0
+    cluster: Optional[Cluster] = None   # the processes of a launched job; None: this process alone
 
     @property
     def consistent(self):
@@ -33,7 +35,7 @@ class Placement:
     @property
     def runtime_key(self):
         """What decides the runtime (devices and mesh); rules and seed are per program."""
-        return self.backend, self.view, self.device_num, self.mesh
+        return self.backend, self.view, self.device_num, self.mesh, self.cluster
 
     def rules(self):
         return dict(self.layout_rules)

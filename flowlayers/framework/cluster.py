@@ -1,0 +1,59 @@
+"""Cluster: this process's place among the processes of one job, as one immutable value.
+
+``python -m flowlayers.launch`` starts the processes and tells each, through the environment, where it stands;
+``flow.env`` reads it once (``cluster()``) and the Placement hands it down to the backend, which joins its engine's
+own distributed runtime with it.  Without the launcher there is one process and no Cluster (None).
+
+Devices are numbered process by process: with ``count`` processes of ``local`` devices each, global device
+``p * local + d`` is device ``d`` of process ``p``, and a mesh lists its devices in that order (row-major over its
+axes), so the leading mesh axis spans processes first.
+"""
+import os
+from dataclasses import dataclass
+from typing import Tuple
+
+from ..errors import ConfigError
+
+# what the launcher sets in each process's environment
+INDEX, COUNT = "FLOWLAYERS_PROCESS_INDEX", "FLOWLAYERS_PROCESS_COUNT"
+COORDINATOR = "FLOWLAYERS_COORDINATOR"          # host:port of process 0's coordination service
+ADDRESSES = "FLOWLAYERS_PROCESS_ADDRESSES"       # host:port per process, comma-separated, in process order
+HOSTS = "FLOWLAYERS_HOSTS"                       # the job's hosts, comma-separated (the launcher's --hosts)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    index: int                  # this process, 0 .. count-1
+    count: int                  # processes in the job
+    coordinator: str            # "host:port": where engines with one coordination service meet (jax.distributed)
+    addresses: Tuple[str, ...]  # "host:port" per process: engines with a server per process (TF's gRPC servers)
+    hosts: Tuple[str, ...] = ("127.0.0.1",)
+
+    def local(self, device_num):
+        """The devices of one process, of ``device_num`` in all."""
+        return device_num // self.count
+
+    def owns(self, device, device_num):
+        """Whether global device ``device`` (of ``device_num``) is one of this process's."""
+        return device // self.local(device_num) == self.index
+
+
+def from_environment(environ=None):
+    """The Cluster the launcher described in the environment, or None where it started no processes."""
+    environ = os.environ if environ is None else environ
+    if COUNT not in environ:
+        return None
+    where = "the environment set by python -m flowlayers.launch"
+    try:
+        index, count = int(environ[INDEX]), int(environ[COUNT])
+        addresses = tuple(a for a in environ.get(ADDRESSES, "").split(",") if a)
+        coordinator = environ[COORDINATOR]
+    except (KeyError, ValueError) as e:
+        raise ConfigError(f"{where}: expected {INDEX}, {COUNT} (ints) and {COORDINATOR} (host:port), received "
+                          f"{ {k: environ.get(k) for k in (INDEX, COUNT, COORDINATOR)} } ({e!r}); start the script "
+                          f"with python -m flowlayers.launch, or unset {COUNT}") from None
+    if count < 1 or not 0 <= index < count or len(addresses) != count:
+        raise ConfigError(f"{where}: expected 0 <= {INDEX} < {COUNT} and one address per process in {ADDRESSES}, "
+                          f"received index {index}, count {count}, {len(addresses)} address(es)")
+    hosts = tuple(h for h in environ.get(HOSTS, "").split(",") if h) or ("127.0.0.1",)
+    return Cluster(index, count, coordinator, addresses, hosts) if count > 1 else None
