@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from . import config, metrics
+from . import config, engine, env, metrics
 from .errors import CheckpointError, ConfigError
 from .framework import checkpoint_format as checkpoint
 
@@ -156,10 +156,11 @@ class BackupAndRestore(Callback):
             self.model._save_checkpoint(self._path, self.model._fit_state.position(end_of_epoch=True))
 
     def on_train_end(self, logs=None):
-        if self.delete_checkpoint:
+        if self.delete_checkpoint and env.process_index() == 0:    # one process removes it, for all
             checkpoint.remove(self._path)
             if os.path.isdir(self.backup_dir) and not os.listdir(self.backup_dir):
                 os.rmdir(self.backup_dir)
+        engine.barrier(f"BackupAndRestore({self.backup_dir!r}) done")
 
 
 def reads_logs(callback, hook):

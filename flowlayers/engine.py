@@ -100,3 +100,13 @@ def runtime(placement=None):
         else:
             _runtimes[key] = engine.runtime(placement.view, placement.device_num, mesh, cluster=placement.cluster)
     return _runtimes[key]
+
+
+def barrier(name):
+    """Return once every process of the job reached ``barrier(name)`` (at once where there is one process): on a
+    runtime already running, else on the one the settings in force give."""
+    placement = config.placement()
+    if placement.cluster is None:
+        return
+    running = [rt for key, rt in _runtimes.items() if key[-1] is not None]
+    (running[0] if running else runtime(placement)).barrier(name)

@@ -10,10 +10,13 @@ of each process, the mesh spans all of them, and every process makes the same ca
 logical values.  OneFlow 0.x configured its machines in the script (``flow.env.machine``, ``flow.env.ctrl_port``);
 those calls are accepted with their meaning, and checked against what the launcher set up.
 """
+import os
+import time
+
 from .errors import ConfigError
 from .framework import cluster as _cluster
 
-_state = {"cluster": False, "machines": None, "ctrl_port": None, "data_port": None}
+_state = {"cluster": False, "machines": None, "ctrl_port": None, "data_port": None, "beat": 0.0}
 
 
 def cluster():
@@ -81,3 +84,15 @@ def data_port(val):
     if isinstance(val, bool) or not isinstance(val, int) or not 0 < val < 65536:
         raise ConfigError(f"flow.env.data_port({val!r}): expected a port number 1..65535, received {val!r}")
     _state["data_port"] = val
+
+
+def heartbeat():
+    """Tell the launcher this process is making progress (every step calls it; at most once a second it touches
+    the file the launcher named in ``$FLOWLAYERS_HEARTBEAT``).  The launcher stops a job none of whose processes
+    beat for its ``--timeout``, naming the one silent longest."""
+    path = os.environ.get(_cluster.HEARTBEAT)
+    now = time.monotonic()
+    if path and now - _state["beat"] >= 1.0:
+        _state["beat"] = now
+        with open(path, "a"):
+            os.utime(path)

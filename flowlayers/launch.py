@@ -3,7 +3,9 @@
 In the manner of ``torchrun``: the launcher picks free loopback ports, starts ``N`` processes of the script with
 its arguments unchanged, tells each where it stands through the environment (``framework/cluster.py``), prefixes
 each line of their output with ``[process i]``, forwards SIGINT and SIGTERM, and exits non-zero naming the process
-as soon as one fails (the others are stopped: none waits forever on a peer that is gone).
+as soon as one fails (the others are stopped: none waits forever on a peer that is gone).  A job whose processes
+stop making progress (no step for ``--timeout`` seconds, once steps began) is stopped too, naming the process silent
+longest: a hung process leaves its peers waiting in a collective.
 
 Several hosts run the same command, each with its index::
 
@@ -19,10 +21,12 @@ reachable between the hosts).
 import argparse
 import ctypes
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -54,6 +58,9 @@ def parse(argv):
     p.add_argument("--host-index", type=int, default=0, help="this host's position in --hosts")
     p.add_argument("--coordinator", default=None,
                    help="HOST:PORT of process 0's coordinator (required with several hosts; one host: a free port)")
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds a process may go without a step, once its steps began, before the job is stopped "
+                        "(default 300; 0: never)")
     p.add_argument("script", help="the Python script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments, passed through unchanged")
     a = p.parse_args(argv)
@@ -124,13 +131,23 @@ def describe(code):
 
 def run(argv=None, out=None):
     """Launch, wait, and return the exit code: 0 when every process succeeded, else the first failure's code
-    (1 for a signal)."""
+    (1 for a signal or a hang)."""
     a, hosts = parse(sys.argv[1:] if argv is None else argv)
     out = out or sys.stdout.buffer
     lock = threading.Lock()
     first = a.host_index * a.processes
+    beats = tempfile.mkdtemp(prefix="flowlayers-launch-")
+    try:
+        return _run(a, hosts, out, lock, first, beats)
+    finally:
+        shutil.rmtree(beats, ignore_errors=True)
+
+
+def _run(a, hosts, out, lock, first, beats):
     procs, pumps = [], []
+    hearts = [os.path.join(beats, f"process-{first + i}") for i in range(a.processes)]
     for i, extra in enumerate(environments(a, hosts)):
+        extra[cluster.HEARTBEAT] = hearts[i]
         proc = subprocess.Popen([sys.executable, a.script, *a.args], env={**os.environ, **extra},
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         procs.append(proc)
@@ -144,10 +161,12 @@ def run(argv=None, out=None):
                 proc.send_signal(signum)
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-    failed = None
+    failed = hung = None
     try:
         while failed is None and any(proc.poll() is None for proc in procs):
             failed = next((i for i, proc in enumerate(procs) if proc.poll() not in (None, 0)), None)
+            if failed is None and a.timeout:
+                failed = hung = _silent(procs, hearts, a.timeout)
             time.sleep(0.05)
         failed = failed if failed is not None else next((i for i, p in enumerate(procs) if p.returncode), None)
         if failed is not None:
@@ -159,14 +178,26 @@ def run(argv=None, out=None):
         t.join(timeout=5)
     if failed is None:
         return 0
-    code = procs[failed].returncode
+    code = 1 if hung is not None else procs[failed].returncode
+    what = f"made no progress for {a.timeout:g} s (no step; --timeout)" if hung is not None else describe(code)
     with lock:
         stopped = [first + i for i, p in enumerate(procs) if i != failed and p.returncode not in (0,)]
-        msg = (f"flowlayers.launch: process {first + failed} {describe(code)}"
+        msg = (f"flowlayers.launch: process {first + failed} {what}"
                + (f"; stopped process(es) {stopped}" if stopped else "") + "\n")
         out.write(msg.encode())
         out.flush()
     return code if code > 0 else 1
+
+
+def _silent(procs, hearts, timeout):
+    """The running process silent longest, if it has been silent for over ``timeout`` seconds since its last
+    step; None otherwise (a process before its first step is not judged: it may be compiling)."""
+    now, ages = time.time(), {}
+    for i, (proc, heart) in enumerate(zip(procs, hearts)):
+        if proc.poll() is None and os.path.exists(heart):
+            ages[i] = now - os.path.getmtime(heart)
+    oldest = max(ages, key=ages.get, default=None)
+    return oldest if oldest is not None and ages[oldest] > timeout else None
 
 
 def _stop(procs):

@@ -18,11 +18,14 @@ class Backend:
     #: capabilities, declared rather than discovered
     views = ("consistent", "mirrored")
     splits_dim_over_several_axes = True     # a PartitionSpec entry may name several mesh axes
+    processes = True                        # one program over several processes: JAX's multi-controller mode
 
-    def runtime(self, view, device_num, mesh):
+    def runtime(self, view, device_num, mesh, cluster=None):
+        from . import devices
         from .runtime import Runtime
 
-        return Runtime(view, device_num, mesh)
+        devices.join(cluster)       # several processes: JAX's distributed runtime, before JAX starts
+        return Runtime(view, device_num, mesh, cluster)
 
     @property
     def kernels(self):

@@ -4,6 +4,9 @@ As for the tensorflow backend: on a CPU host the first ``flow.config.gpu_device_
 starting JAX, that its CPU platform is to make ``max(n, $FLOWLAYERS_CPU_DEVICES)`` devices (8 when unset); JAX
 cannot add devices once its backends are initialised, so from then on only those exist.  Where a GPU plugin is
 installed, how many GPUs there are is known only once JAX starts: the check waits for the first runtime.
+
+Several processes (``join``): each joins JAX's distributed runtime before JAX starts and reserves its own devices
+(``n`` counts one process's); the mesh takes the first ``local`` devices of process 0, then of process 1, ...
 """
 import importlib.util
 import os
@@ -15,16 +18,53 @@ from flowlayers.errors import ConfigError
 DEFAULT_CPU_DEVICES = 8
 GPU_PLUGINS = ("jax_cuda13_plugin", "jax_cuda12_plugin", "jax_rocm7_plugin", "jax_rocm60_plugin")
 _cpu = {"count": None, "by": None}      # the CPU devices asked for, and who started JAX
+_joined = [None]                        # the Cluster this process joined JAX's distributed runtime with
 
 
 def gpu_plugin_installed():
     return any(importlib.util.find_spec(name) is not None for name in GPU_PLUGINS)
 
 
-def devices(n, what=None):
-    """The first ``n`` devices of JAX's default platform (starts JAX)."""
-    check(n, what or f"flow.config.gpu_device_num({n})", start=True)
-    return jax.devices()[:n]
+def devices(n, what=None, cluster=None):
+    """The first ``n`` devices of JAX's default platform (starts JAX); with a cluster, ``n`` over all processes:
+    the first ``cluster.local(n)`` of each process, process by process (global device ``p * local + d``)."""
+    local = cluster.local(n) if cluster else n
+    check(local, what or f"flow.config.gpu_device_num({local})", start=True)
+    if cluster is None:
+        return jax.devices()[:n]
+    if jax.process_count() != cluster.count:
+        raise ConfigError(f"JAX's distributed runtime: expected {cluster.count} processes (the launcher's), received "
+                          f"{jax.process_count()}; start every process with python -m flowlayers.launch")
+    owned = [sorted((d for d in jax.devices() if d.process_index == p), key=lambda d: d.id)
+             for p in range(cluster.count)]
+    short = [p for p, ds in enumerate(owned) if len(ds) < local]
+    if short:
+        raise ConfigError(f"flow.config.gpu_device_num({local}): expected {local} devices in every process, received "
+                          f"{[len(ds) for ds in owned]} (per process); give every process as many devices")
+    return [d for ds in owned for d in ds[:local]]
+
+
+def join(cluster):
+    """Join JAX's distributed runtime as ``cluster`` (flowlayers' Cluster) says, once per process and before JAX
+    starts (``check`` does not start it on a CPU host).  A later runtime must name the same cluster."""
+    if _joined[0] is not None or cluster is None:
+        if cluster != _joined[0]:
+            raise ConfigError(f"runtime: expected the processes this one already joined JAX's distributed runtime "
+                              f"with ({_joined[0]}), received {cluster}; JAX joins one cluster per process")
+        return
+    where = (f"jax.distributed.initialize(coordinator_address={cluster.coordinator!r}, "
+             f"num_processes={cluster.count}, process_id={cluster.index})")
+    try:
+        # CPU collectives between processes: gloo (without it XLA:CPU has none across processes)
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(coordinator_address=cluster.coordinator, num_processes=cluster.count,
+                                   process_id=cluster.index)
+    except Exception as e:   # JAX started already (RuntimeError), or the coordinator cannot be reached
+        raise ConfigError(f"{where}: expected to join the job's distributed runtime before JAX starts, received "
+                          f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}; build no JAX arrays "
+                          f"before the first model runs, and start every process with python -m flowlayers.launch"
+                          ) from None
+    _joined[0] = cluster
 
 
 def _reserve_cpu(want):
@@ -47,7 +87,7 @@ def check(n, what, start=False):
         return      # counted when the first runtime starts JAX
     else:
         platform = "cpu"    # known without starting JAX
-    have = jax.device_count() if platform != "cpu" else _cpu["count"]
+    have = jax.local_device_count() if platform != "cpu" else _cpu["count"]
     if n <= have:
         return
     if platform != "cpu":

@@ -18,6 +18,18 @@ WINDOWED = ("conv2d", "conv2d_transpose", "max_pool2d", "avg_pool2d")
 _in_flight = [None]     # the arrays of the last step dispatched on several CPU devices (see BaseExecutable._waits)
 
 
+def settle():
+    """Wait for the program in flight on several CPU devices, if any (see BaseExecutable._waits)."""
+    if _in_flight[0] is not None:
+        jax.block_until_ready(_in_flight[0])
+        _in_flight[0] = None
+
+
+def in_flight(arrays):
+    """``arrays`` are those of the program just dispatched on several CPU devices."""
+    _in_flight[0] = arrays
+
+
 class BaseExecutable:
     def __init__(self, runtime, program, plan, seed):
         self.runtime, self.program, self.plan, self.seed = runtime, program, plan, seed
@@ -38,7 +50,8 @@ class BaseExecutable:
         # cores: with two steps in flight, the devices done with the first can hold every thread waiting in the
         # second's all-reduce while the others still need one to finish the first (LeNet on 4 logical devices,
         # 2 cores: "Expected 4 threads to join the rendezvous, but only 2 of them arrived", the process aborted)
-        self._waits = runtime.platform == "cpu" and runtime.num_replicas > 1
+        # (several processes: each its own pool, the same rule within it)
+        self._waits = runtime.waits
         self._scans = self._can_scan()
 
     def _check_placements(self):
@@ -62,9 +75,8 @@ class BaseExecutable:
     def _run(self, fn, *args):
         """Run ``fn(trained, slots, updated, read, *args)`` on the boxes' arrays and put back the new arrays of the
         first three.  Returns what the step returns besides them."""
-        if self._waits and _in_flight[0] is not None:
-            jax.block_until_ready(_in_flight[0])
-            _in_flight[0] = None
+        if self._waits:
+            settle()
         arrays = [[b.value for b in group] for group in self._boxes]
         try:
             out, *new = fn(*arrays, *args)
@@ -78,8 +90,9 @@ class BaseExecutable:
             for box, value in zip(group, values):
                 box.value = value
         if self._waits:
-            _in_flight[0] = new
-        return out
+            in_flight(new)
+        # several processes: outputs spread over other processes' devices made whole here (runtime.gather)
+        return self.runtime.gather(out) if self.runtime.cluster else out
 
     def _jit(self, key, step_fn, training, shardings):
         """``step_fn`` compiled once per ``key`` (what the trace depends on besides shapes); in a training step the
@@ -87,8 +100,13 @@ class BaseExecutable:
         variables.  Host arrays (the batch) are passed as they are, and placed by the compiled call itself:
         a ``jax.device_put`` of its own per step cost more than the rest of a small model's step (measured)."""
         if key not in self._fns:
-            self._fns[key] = jax.jit(step_fn, donate_argnums=(0, 1, 2) if training else (),
-                                     in_shardings=tuple(self._box_shardings) + tuple(shardings))
+            fn = jax.jit(step_fn, donate_argnums=(0, 1, 2) if training else (),
+                         in_shardings=tuple(self._box_shardings) + tuple(shardings))
+            if self.runtime.cluster is not None:
+                # several processes: jit takes no host array for devices of other processes; each process places
+                # its own devices' blocks of the whole host values (runtime.put_all)
+                fn = _placing(fn, self.runtime, shardings)
+            self._fns[key] = fn
         return self._fns[key]
 
     def _scalars(self, lr, step):
@@ -96,7 +114,7 @@ class BaseExecutable:
         computed (``_counted``), so a step transfers only its batch (a transfer each costs, on a GPU, as much as a
         small model's step)."""
         if self._lr is None or self._lr[0] != lr:
-            self._lr = (lr, jax.device_put(np.float32(lr), self.runtime.replicated()))
+            self._lr = (lr, self.runtime.put(np.float32(lr), self.runtime.replicated()))
         known = self._next_step
         number = known[1] if known is not None and known[0] == step else np.float32(step)
         return self._lr[1], number
@@ -160,6 +178,13 @@ class BaseExecutable:
 
     def _keep(self, values, group):
         return [jax.lax.with_sharding_constraint(v, s) for v, s in zip(values, self._shardings[group])]
+
+
+def _placing(fn, runtime, shardings):
+    """``fn`` (a jitted step) with its arguments after the variables' four groups placed by ``shardings``."""
+    def placed(*args):
+        return fn(*args[:4], *runtime.put_all(list(args[4:]), list(shardings)))
+    return placed
 
 
 def stacked_feeds(feeds, stage):

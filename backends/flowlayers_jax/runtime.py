@@ -3,6 +3,10 @@
 The consistent view's mesh is the placement's (``data``, ``model``, ...); the mirrored view's is one ``replica``
 axis, every variable whole on each device.  An array is immutable: a variable's handle is a ``Box`` whose array
 each step replaces.
+
+Several processes (a Cluster): the mesh spans the devices of all of them (JAX's multi-controller mode).  A host
+value handed in is the whole logical value in every process, and each process places only its own devices'
+blocks (``put``); a value handed back is made whole in every process first (``gather``).
 """
 import functools
 import weakref
@@ -16,6 +20,7 @@ from flowlayers.sbp import Split
 
 from . import devices
 from .dtypes import jax_dtype
+from .executable import in_flight, settle
 
 
 STAGE_BYTES = 1 << 30     # training arrays up to this size are kept on the devices
@@ -33,15 +38,17 @@ class Box:
 
 
 class Runtime:
-    def __init__(self, view, n, mesh=None):
-        self.view, self.num_replicas = view, n
-        self.devices = devices.devices(n)
+    def __init__(self, view, n, mesh=None, cluster=None):
+        self.view, self.num_replicas, self.cluster = view, n, cluster
+        self.devices = devices.devices(n, cluster=cluster)
         self.platform = self.devices[0].platform
+        # several CPU devices: a program with collectives runs only once the one before has ended (executable.py)
+        self.waits = self.platform == "cpu" and n > 1
         # the consistent view on one device keeps its mesh's axis names (each of size 1)
         self.axes = list(mesh) if view == "consistent" and mesh else [("replica", n)]
         self.mesh = Mesh(np.array(self.devices).reshape([size for _, size in self.axes]),
                          [axis for axis, _ in self.axes])
-        self._draws, self._staged, self._shardings = {}, {}, {}
+        self._draws, self._staged, self._shardings, self._gathers = {}, {}, {}, {}
 
     def __repr__(self):
         return f"<jax runtime view={self.view} mesh={dict(self.axes)}>"
@@ -68,7 +75,54 @@ class Runtime:
     def place(self, value, nd_sbp):
         """A host array -> a sharded array: each device receives its block only."""
         value = np.asarray(value)
-        return jax.device_put(value, self.sharding(nd_sbp, value.ndim))
+        return self.put(value, self.sharding(nd_sbp, value.ndim))
+
+    def put(self, value, sharding):
+        """The whole logical host ``value`` (the same in every process) as an array of ``sharding``: each process
+        places the blocks of its own devices only."""
+        if self.cluster is None:
+            return jax.device_put(value, sharding)
+        value = np.asarray(value)
+        return jax.make_array_from_callback(value.shape, sharding, lambda index: np.asarray(value[index]))
+
+    def put_all(self, values, shardings):
+        """Host arrays in (nested) lists -> arrays of the shardings in the same places (a single sharding: for a
+        whole list); device arrays and None as they are.  Several processes only: jit takes host arrays as they
+        are where every device is this process's."""
+        if self.cluster is None or values is None or isinstance(values, jax.Array):
+            return values
+        if isinstance(values, (list, tuple)):
+            many = isinstance(shardings, (list, tuple))
+            return type(values)(self.put_all(v, shardings[i] if many else shardings) for i, v in enumerate(values))
+        return self.put(values, shardings)
+
+    def gather(self, values):
+        """``values`` (a list) with each array spread over other processes' devices replicated, so that the host
+        reads it whole in every process; the others as they are.  One dispatch for all, a collective: every
+        process gathers the same values in the same order (they make the same calls)."""
+        far = [i for i, v in enumerate(values) if isinstance(v, jax.Array)
+               and not (v.is_fully_addressable or v.is_fully_replicated)]
+        if not far:
+            return values
+        if len(far) not in self._gathers:
+            self._gathers[len(far)] = jax.jit(lambda *xs: xs, out_shardings=(self.replicated(),) * len(far))
+        settle()
+        whole = self._gathers[len(far)](*[values[i] for i in far])
+        if self.waits:
+            in_flight(whole)
+        values = list(values)
+        for i, v in zip(far, whole):
+            values[i] = v
+        return values
+
+    def barrier(self, name):
+        """Return once every process reached ``barrier(name)`` (at once without a cluster)."""
+        if self.cluster is None:
+            return
+        from jax.experimental import multihost_utils
+
+        settle()    # its all-gather is a program with collectives
+        multihost_utils.sync_global_devices(name)
 
     def stage(self, source):
         """A whole host array on every device (kept while the array lives: ``fit`` passes the same training arrays
@@ -78,7 +132,7 @@ class Runtime:
         key = id(source)
         if key not in self._staged or self._staged[key][0]() is not source:
             ref = weakref.ref(source, lambda _, key=key: self._staged.pop(key, None))
-            self._staged[key] = (ref, jax.device_put(source, self.replicated(source.ndim)))
+            self._staged[key] = (ref, self.put(source, self.replicated(source.ndim)))
         return self._staged[key][1]
 
     # Variables ----------------------------------------------------------
@@ -87,26 +141,30 @@ class Runtime:
         variable of a placement on some devices lives on the whole mesh; a step using it is refused.)"""
         sharding = self.sharding(spec.nd_sbp, len(spec.shape))
         if value is not None:
-            return Box(jax.device_put(np.asarray(value, jax_dtype(spec.dtype)), sharding), sharding)
+            return Box(self.put(np.asarray(value, jax_dtype(spec.dtype)), sharding), sharding)
         key = (repr(spec.sampler), spec.shape, spec.dtype.name, sharding)
         if key not in self._draws:
             self._draws[key] = jax.jit(functools.partial(draw, spec.sampler, spec.shape, jax_dtype(spec.dtype)),
                                        out_shardings=sharding)
-        return Box(self._draws[key](np.asarray(spec.seed, np.int64).astype(np.uint32)), sharding)
+        seed = self.put_all(np.asarray(spec.seed, np.int64).astype(np.uint32), self.replicated(1))
+        return Box(self._draws[key](seed), sharding)
 
     def read(self, handle):
-        return np.array(handle.value)
+        return np.array(self.gather([handle.value])[0])
 
     def write(self, handle, value):
-        handle.value = jax.device_put(np.asarray(value, handle.value.dtype), handle.sharding)
+        handle.value = self.put(np.asarray(value, handle.value.dtype), handle.sharding)
 
     def shard_shapes(self, handle):
-        """The shape of the block each device holds, in the mesh's device order, read from the array."""
-        shards = {s.device: s.data.shape for s in handle.value.addressable_shards}
-        return [tuple(shards[d]) for d in self.devices if d in shards]
+        """The shape of the block each device holds, in the mesh's device order, read from the array's sharding
+        (all devices, also those of other processes)."""
+        shape = handle.value.shape
+        blocks = handle.value.sharding.devices_indices_map(shape)
+        return [tuple(len(range(*s.indices(size))) for s, size in zip(blocks[d], shape))
+                for d in self.devices if d in blocks]
 
     def holders(self, handle):
-        held = {s.device for s in handle.value.addressable_shards}
+        held = handle.value.sharding.device_set
         return [i for i, d in enumerate(self.devices) if d in held]
 
     # Steps --------------------------------------------------------------

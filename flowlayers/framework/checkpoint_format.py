@@ -39,7 +39,7 @@ import warnings
 
 import numpy as np
 
-from .. import config, dtypes
+from .. import config, dtypes, engine, env
 from ..errors import CheckpointError, describe_shape
 
 MANIFEST = "manifest.json"
@@ -47,19 +47,29 @@ FORMAT = "flowlayers-checkpoint-2"
 
 
 def save(directory, variables, state=None):
-    """Write ``variables`` (key -> Variable) and the JSON-able ``state`` into ``directory``, atomically."""
+    """Write ``variables`` (key -> Variable) and the JSON-able ``state`` into ``directory``, atomically.
+
+    In a job of several processes every process calls this (as every process of a one-process program would): each
+    reads the whole logical values (a collective read), process 0 alone writes them, and all return once the
+    checkpoint is in place.  Processes on several hosts need ``directory`` on a file system they share."""
     directory = os.path.abspath(os.fspath(directory))
-    parent, name = os.path.split(directory)
     for path in (directory, directory + ".old"):
         _check_replaceable(path)
+    values = {key: var.numpy() for key, var in variables.items()}
+    if env.process_index() == 0:
+        _write(directory, values, state)
+    engine.barrier(f"checkpoint {directory}")
+
+
+def _write(directory, values, state):
+    parent, name = os.path.split(directory)
     os.makedirs(parent, exist_ok=True)
     for stale in _tmp_dirs(parent, name):   # left by a killed save
         shutil.rmtree(stale, ignore_errors=True)
     tmp = tempfile.mkdtemp(prefix=tmp_prefix(name), dir=parent)
     try:
         entries = {}
-        for i, (key, var) in enumerate(variables.items()):
-            value = var.numpy()
+        for i, (key, value) in enumerate(values.items()):
             fname = f"{i:05d}.npy"
             with open(os.path.join(tmp, fname), "wb") as f:
                 np.save(f, value, allow_pickle=False)

@@ -19,6 +19,7 @@ INDEX, COUNT = "FLOWLAYERS_PROCESS_INDEX", "FLOWLAYERS_PROCESS_COUNT"
 COORDINATOR = "FLOWLAYERS_COORDINATOR"          # host:port of process 0's coordination service
 ADDRESSES = "FLOWLAYERS_PROCESS_ADDRESSES"       # host:port per process, comma-separated, in process order
 HOSTS = "FLOWLAYERS_HOSTS"                       # the job's hosts, comma-separated (the launcher's --hosts)
+HEARTBEAT = "FLOWLAYERS_HEARTBEAT"               # a file this process touches as its steps run (env.heartbeat)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ in the layout the placement gives it, and hands the engine handles to each step.
 """
 import weakref
 
-from .. import config, contract, engine
+from .. import config, contract, engine, env
 from ..parallel import plan as planner
 from ..sbp import Split, broadcast
 from .graph import topo_sort
@@ -49,6 +49,7 @@ class Compiled:
         return self._handles
 
     def __call__(self, feeds, lr=0.0, step=1):
+        env.heartbeat()
         return self.executable(feeds, self.handles(), lr, step)
 
     def run(self, feeds, optimizer=None):
@@ -65,6 +66,7 @@ class Compiled:
         steps), each at its step's learning rate.  Returns per output its values stacked over the steps."""
         first = 1 if optimizer is None else optimizer.iterations + 1
         lrs = [0.0 if optimizer is None else optimizer.learning_rate_at(first + k - 1) for k in range(count)]
+        env.heartbeat()
         values = contract.run_steps(self.executable, feeds, self.handles(), lrs, first)
         if optimizer is not None:
             optimizer.iterations += count
