@@ -116,3 +116,21 @@ def test_resnet_on_digits(view, devices, tmp_path):
     assert last < first
     # two epochs: 0.897 (consistent, 2) and 0.953 (mirrored, 4) when written; a uniform guess is 0.1
     assert number_after("test accuracy:", out) > 0.7
+
+
+@pytest.mark.parametrize("view", ["consistent", "mirrored"])
+def test_processes_with_the_launcher(view, tmp_path):
+    """Tutorial 09 as its docstring runs it: 2 processes of 2 devices, started by the launcher."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("FLOWLAYERS_VIEW", None)
+    result = subprocess.run([sys.executable, "-m", "flowlayers.launch", "--processes", "2", "--devices-per-process",
+                             "2", str(TUTORIALS / "09_processes.py"), "--smoke", "--view", view, "--workdir",
+                             str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    out = result.stdout
+    assert result.returncode == 0, f"exit {result.returncode}\n{out[-3000:]}\n{result.stderr[-3000:]}"
+    assert f"[process 0] process 0 of 2: 2 device(s) each, 4 in the job, view {view}" in out
+    assert "[process 1] process 1 is here" in out and "[process 1] process 0" not in out    # one speaker
+    sums = re.findall(r"\[process (\d)\] process \d: weights checksum ([0-9.]+)", out)
+    assert len(sums) == 2 and sums[0][1] == sums[1][1], out       # every process holds the same whole weights
+    assert "[process 0] weights loaded back by 2 process(es) are bit-identical: True" in out
+    assert number_after("test loss:", out) < math.log(10) + 0.1
