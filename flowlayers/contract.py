@@ -55,7 +55,9 @@ class Backend(Protocol):
         process, on ``cluster.coordinator`` / ``cluster.addresses``).  Every host value handed to the runtime or an
         executable (variable values, feeds) is the whole logical value, the same in every process: each process puts
         only its own devices' blocks on them.  Every value returned (``read``, outputs, sums) is the whole logical
-        value, in every process.  Such a runtime also has ``barrier(name)``: return once every process reached it."""
+        value, in every process.  Such a runtime also has ``barrier(name)``: return once every process reached it; and
+        ``gather(array)``: every process's host array (the same shape in each) joined along dim 0 in process order,
+        returned in every process (per-process datasets feed their shares of a batch this way)."""
 
     def check_device_count(self, n: int, what: str) -> None:
         """Raise ``flow.ConfigError`` naming ``what`` if ``n`` devices cannot be had in this process.  Called by

@@ -8,7 +8,7 @@ ConfigError if ``n`` devices cannot be had in this process; may set the devices 
 from importlib import metadata
 
 from . import config
-from .errors import ConfigError
+from .errors import ConfigError, InputError
 
 GROUP = "flowlayers.backends"
 _backends = {}
@@ -102,11 +102,33 @@ def runtime(placement=None):
     return _runtimes[key]
 
 
+def _joined(placement):
+    """A runtime of the job's processes: one running already, else the one ``placement`` gives."""
+    running = [rt for key, rt in _runtimes.items() if key[-1] is not None]
+    return running[0] if running else runtime(placement)
+
+
 def barrier(name):
-    """Return once every process of the job reached ``barrier(name)`` (at once where there is one process): on a
-    runtime already running, else on the one the settings in force give."""
+    """Return once every process of the job reached ``barrier(name)`` (at once where there is one process)."""
+    placement = config.placement()
+    if placement.cluster is not None:
+        _joined(placement).barrier(name)
+
+
+def gather_processes(arrays, what):
+    """Every process's ``arrays`` (its share of a batch, rows first) joined in process order, in every process:
+    the global batch.  The shares must have the same shapes in every process."""
     placement = config.placement()
     if placement.cluster is None:
-        return
-    running = [rt for key, rt in _runtimes.items() if key[-1] is not None]
-    (running[0] if running else runtime(placement)).barrier(name)
+        return list(arrays)
+    import numpy as np
+
+    rt = _joined(placement)
+    shapes = rt.gather(np.array([[len(a.shape)] + list(a.shape) + [0] * (8 - len(a.shape)) for a in arrays],
+                                np.int64)[None])
+    if any(not np.array_equal(s, shapes[0]) for s in shapes):
+        described = [[tuple(int(d) for d in row[1:1 + row[0]]) for row in s] for s in shapes]
+        raise InputError(f"{what}: expected every process to feed a share of the same shapes, received "
+                         f"{ {p: d for p, d in enumerate(described)} } (by process); give each process's dataset the "
+                         f"same batch size and number of batches")
+    return [rt.gather(np.ascontiguousarray(a)).reshape((-1,) + a.shape[1:]) for a in arrays]

@@ -4,7 +4,7 @@ import warnings
 
 import numpy as np
 
-from .. import callbacks as callbacks_mod, config, losses, metrics as metrics_mod
+from .. import callbacks as callbacks_mod, config, engine, losses, metrics as metrics_mod
 from ..contract import Rows
 from ..errors import CheckpointError, InputError
 from ..inputs import check_range, index_ranges
@@ -90,7 +90,8 @@ def _converted(model, source, epoch, what, with_labels=True):
                              f"received {type(item).__name__}" + (f" of {len(item)}" if isinstance(item, tuple) else ""))
         xs, ys = _checked(model, da.as_list(x, model.input_names, what), y, what, with_labels)
         weights = [] if weight is None or not with_labels else [sample_weights(ys, weight, None, what)]
-        yield tuple(xs + ys + weights)
+        # several processes: each source gives this process's share of the batch
+        yield tuple(engine.gather_processes(xs + ys + weights, what))
 
 
 class FitState:

@@ -8,7 +8,9 @@ Both faces: a Keras model trained by ``fit`` (MLP with batch norm, SGD with mome
 to ``OUT.<process index>.npz``: each must hold the whole logical values.  Options: ``--mesh data=2,model=2`` with
 ``--split`` (a layout rule splits the first kernel over ``model``); ``--save CKPT`` after training; ``--load CKPT``
 into a fresh model, before ``evaluate``; ``--backup DIR`` (``BackupAndRestore(save_freq=2)``) with ``--kill-at S
---kill-process I`` (process I SIGKILLs itself after step S, once: a marker file beside the backup remembers).
+--kill-process I`` (process I SIGKILLs itself after step S, once: a marker file beside the backup remembers);
+``--shares``: ``fit`` on a list of batches in which each process holds its share of every global batch (a
+per-process dataset), in process order.
 """
 import argparse
 import os
@@ -35,6 +37,20 @@ def keras_model():
     model.compile(flow.optimizers.SGD(0.1, momentum=0.9), flow.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     return model
+
+
+class Shares:
+    """Batches as a ``keras.utils.PyDataset`` gives them: this process's ``share`` rows of each global batch."""
+
+    def __init__(self, x, y, share, index):
+        self.x, self.y, self.share, self.index = x, y, share, index
+
+    def __len__(self):
+        return SAMPLES // BATCH
+
+    def __getitem__(self, i):
+        rows = slice(i * BATCH + self.index * self.share, i * BATCH + (self.index + 1) * self.share)
+        return self.x[rows], self.y[rows]
 
 
 class KillOnce(flow.callbacks.Callback):
@@ -91,6 +107,7 @@ def main(argv=None):
     p.add_argument("--kill-at", type=int)
     p.add_argument("--kill-process", type=int, default=1)
     p.add_argument("--oneflow", action="store_true")
+    p.add_argument("--shares", action="store_true")
     a = p.parse_args(argv)
 
     flow.config.set_view(a.view)
@@ -111,7 +128,11 @@ def main(argv=None):
             callbacks.append(flow.callbacks.BackupAndRestore(a.backup, save_freq=2))
         if a.kill_at:
             callbacks.append(KillOnce(a.kill_at, a.kill_process, os.path.join(a.backup, "killed")))
-        history = model.fit(x, y, batch_size=BATCH, epochs=EPOCHS, verbose=0, callbacks=callbacks + [first])
+        if a.shares:
+            share, me = BATCH // flow.env.process_count(), flow.env.process_index()
+            history = model.fit(Shares(x, y, share, me), epochs=EPOCHS, verbose=0, callbacks=callbacks + [first])
+        else:
+            history = model.fit(x, y, batch_size=BATCH, epochs=EPOCHS, verbose=0, callbacks=callbacks + [first])
         out["loss"] = np.array(history.history["loss"])
         out["first"] = np.array(getattr(first, "first", (-1, -1, -1)))
     for i, w in enumerate(model.get_weights()):

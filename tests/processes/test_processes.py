@@ -93,6 +93,13 @@ def test_a_data_model_mesh_spans_the_processes(mesh, tmp_path, one_device):
         assert_close(got, one_device, 1e-5, [k for k in four if not k.startswith(("job", "processes", "first"))])
 
 
+def test_each_process_feeds_its_share_of_every_batch(tmp_path):
+    two = run(tmp_path / "two", "--shares", processes=2, devices=2)
+    four = run(tmp_path / "four", "--shares", devices=4)[0]
+    for got in two:
+        assert_close(got, four, 1e-6)
+
+
 def test_a_killed_process_stops_the_job_and_a_relaunch_resumes_exactly(tmp_path):
     backup = tmp_path / "backup"
     code, out, seconds = run(tmp_path / "killed", "--backup", str(backup), "--kill-at", "5", processes=2,
