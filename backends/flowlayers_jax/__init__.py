@@ -1,5 +1,7 @@
 """The ``jax`` backend: the consistent view as ``jax.sharding`` (a ``NamedSharding`` per planned SBP), the mirrored
 view as a ``shard_map`` over one ``replica`` axis; each step one ``jax.jit`` (forward, backward and update).
+Several processes (``python -m flowlayers.launch``): JAX's multi-controller mode, one mesh over the devices of all
+of them (``devices.join``, ``runtime.py``).
 
 Registered under the entry-point group ``flowlayers.backends``.  Custom ops get their kernels with
 ``register_kernel``.

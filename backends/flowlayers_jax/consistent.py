@@ -47,9 +47,15 @@ class ConsistentExecutable(BaseExecutable):
             spec = rt.spec(plan.sbp[x], len(x.shape))
             shardings[u] = NamedSharding(rt.mesh, PartitionSpec(None, *(spec[:1] if source is not None else spec)))
         kinds = tuple(s is None for s in sources)
-        fn = self._jit(("steps", rows_of(feeds), kinds, uses), lambda *a: self._scanned(
-            lambda t, s, u, read, f, lr, step: self._step([plan], True, t, s, u, read, [_pinned(f, plan, p, rt)],
-                                                          lr, step), uses, *a), p.phase == "train",
+        def scanned(*args):
+            outs, *carry = self._scanned(
+                lambda t, s, u, read, f, lr, step: self._step([plan], True, t, s, u, read, [_pinned(f, plan, p, rt)],
+                                                              lr, step), uses, *args)
+            # the loop's final values kept in the variables' shardings too: the partitioner may lay out a loop's
+            # results otherwise (a replicated bias came back split over "model" on a (model, data) mesh)
+            return outs, *[self._keep(group, k) for k, group in enumerate(carry)]
+
+        fn = self._jit(("steps", rows_of(feeds), kinds, uses), scanned, p.phase == "train",
                        [[None if s is None else rt.replicated(s.ndim) for s in sources], shardings, rt.replicated(1),
                         rt.replicated()])
         return self._run(fn, sources, xs, np.asarray(lrs, np.float32), np.float32(first_step))

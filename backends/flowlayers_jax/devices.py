@@ -10,12 +10,15 @@ Several processes (``join``): each joins JAX's distributed runtime before JAX st
 """
 import importlib.util
 import os
+import socket
+import time
 
 import jax
 
 from flowlayers.errors import ConfigError
 
 DEFAULT_CPU_DEVICES = 8
+JOIN_SECONDS = 300          # how long a process waits for the coordinator (JAX's own initialization_timeout)
 GPU_PLUGINS = ("jax_cuda13_plugin", "jax_cuda12_plugin", "jax_rocm7_plugin", "jax_rocm60_plugin")
 _cpu = {"count": None, "by": None}      # the CPU devices asked for, and who started JAX
 _joined = [None]                        # the Cluster this process joined JAX's distributed runtime with
@@ -54,6 +57,8 @@ def join(cluster):
         return
     where = (f"jax.distributed.initialize(coordinator_address={cluster.coordinator!r}, "
              f"num_processes={cluster.count}, process_id={cluster.index})")
+    if cluster.index:
+        _reach(cluster.coordinator, where)
     try:
         # CPU collectives between processes: gloo (without it XLA:CPU has none across processes)
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
@@ -65,6 +70,24 @@ def join(cluster):
                           f"before the first model runs, and start every process with python -m flowlayers.launch"
                           ) from None
     _joined[0] = cluster
+
+
+def _reach(address, where):
+    """Wait until process 0's coordination service at ``address`` accepts connections: JAX aborts the process
+    (no exception) where it cannot register with it in time."""
+    host, port = address.rsplit(":", 1)
+    seconds, error = JOIN_SECONDS, None
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, int(port)), timeout=5).close()
+            return
+        except OSError as e:
+            error = e
+            time.sleep(0.2)
+    raise ConfigError(f"{where}: expected process 0's coordination service to accept connections at {address} "
+                      f"within {seconds} s, received {error!r}; check that process 0 runs and that this host reaches "
+                      f"it (the launcher's --coordinator)")
 
 
 def _reserve_cpu(want):

@@ -91,8 +91,8 @@ class BaseExecutable:
                 box.value = value
         if self._waits:
             in_flight(new)
-        # several processes: outputs spread over other processes' devices made whole here (runtime.gather)
-        return self.runtime.gather(out) if self.runtime.cluster else out
+        # several processes: outputs spread over other processes' devices made whole here (runtime.whole)
+        return self.runtime.whole(out) if self.runtime.cluster else out
 
     def _jit(self, key, step_fn, training, shardings):
         """``step_fn`` compiled once per ``key`` (what the trace depends on besides shapes); in a training step the

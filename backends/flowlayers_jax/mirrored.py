@@ -142,22 +142,45 @@ class MirroredExecutable(BaseExecutable):
             # varying over the replicas: each replica's rows have their own gradient (the gradient of an input the
             # replicas share is summed over them by shard_map itself)
             zeros = probes(forward, trained, p, lambda z: jax.lax.pcast(z, AXIS, to="varying"))
+            # ``_ordered``: the copies made varying too, so that shard_map leaves their gradients per replica
+            copies = [jax.lax.pcast(t, AXIS, to="varying") for t in trained] if self._ordered else trained
             (_, (outs, news, count, _)), (grads, watched) = jax.value_and_grad(
-                forward, argnums=(0, 1), has_aux=True)(trained, zeros)
-        total = jax.lax.psum(jnp.asarray(count, jnp.float32), AXIS)
+                forward, argnums=(0, 1), has_aux=True)(copies, zeros)
+        total = jax.lax.psum(jnp.asarray(count, jnp.float32), AXIS)     # whole numbers: exact in any order
         # the gradients of the copies are already the sums over the replicas: shard_map's transpose of a shared
-        # input's use by every replica sums its cotangents
-        grads = [g / total.astype(g.dtype) for g in grads]
-        sums = iter(jax.lax.psum([o for o, mode in zip(outs, p.output_modes) if mode == "sum"], AXIS))
+        # input's use by every replica sums its cotangents (``_ordered``: summed here, in replica order)
+        grads = [g / total.astype(g.dtype) for g in (self._sum(grads) if self._ordered else grads)]
+        sums = iter(self._sum([o for o, mode in zip(outs, p.output_modes) if mode == "sum"]))
         if news:        # the state updates' mean over the replicas with rows
             active = (jnp.ones((), jnp.float32) if mask is None else jnp.any(mask).astype(jnp.float32))
             weight = jax.lax.psum(active, AXIS)
-            news = [jax.lax.psum(jnp.where(active > 0, u, jnp.zeros_like(u)), AXIS) / weight.astype(u.dtype)
-                    for u in news]
+            news = [u / weight.astype(u.dtype) for u in
+                    self._sum([jnp.where(active > 0, u, jnp.zeros_like(u)) for u in news])]
         outs = [next(sums) if mode == "sum" else o for o, mode in zip(outs, p.output_modes)]
         outs += [w / total.astype(w.dtype) for w in watched]
         modes = p.output_modes + ["numpy"] * len(watched)
         return ([o if m == "sum" else o[None] for o, m in zip(outs, modes)], *self._apply(trained, grads, slots, news, updated, lr, step, update))
+
+    @property
+    def _ordered(self):
+        """Whether sums over the replicas are gathered and added in replica order: on CPUs of several processes,
+        where gloo's all-reduce adds in another order than XLA:CPU's within one process (which adds the replicas
+        in order), so that the result is bit-identical to one process of as many devices.  It moves every
+        replica's gradients to each device (a gather, not a reduction)."""
+        return self.runtime.cluster is not None and self.runtime.platform == "cpu"
+
+    def _sum(self, values):
+        """``values`` (a list) summed over the replicas (``_ordered``: in replica order)."""
+        if not self._ordered:
+            return jax.lax.psum(values, AXIS)
+        sums = []
+        for v in values:
+            parts = jax.lax.all_gather(v, AXIS, to="invarying")
+            total = parts[0]
+            for k in range(1, parts.shape[0]):
+                total = total + parts[k]
+            sums.append(total)
+        return sums
 
 
 def _padded(parts, width):

@@ -6,7 +6,7 @@ each step replaces.
 
 Several processes (a Cluster): the mesh spans the devices of all of them (JAX's multi-controller mode).  A host
 value handed in is the whole logical value in every process, and each process places only its own devices'
-blocks (``put``); a value handed back is made whole in every process first (``gather``).
+blocks (``put``); a value handed back is made whole in every process first (``whole``).
 """
 import functools
 import weakref
@@ -48,7 +48,7 @@ class Runtime:
         self.axes = list(mesh) if view == "consistent" and mesh else [("replica", n)]
         self.mesh = Mesh(np.array(self.devices).reshape([size for _, size in self.axes]),
                          [axis for axis, _ in self.axes])
-        self._draws, self._staged, self._shardings, self._gathers = {}, {}, {}, {}
+        self._draws, self._staged, self._shardings, self._wholes = {}, {}, {}, {}
 
     def __repr__(self):
         return f"<jax runtime view={self.view} mesh={dict(self.axes)}>"
@@ -96,24 +96,35 @@ class Runtime:
             return type(values)(self.put_all(v, shardings[i] if many else shardings) for i, v in enumerate(values))
         return self.put(values, shardings)
 
-    def gather(self, values):
+    def whole(self, values):
         """``values`` (a list) with each array spread over other processes' devices replicated, so that the host
         reads it whole in every process; the others as they are.  One dispatch for all, a collective: every
-        process gathers the same values in the same order (they make the same calls)."""
+        process replicates the same values in the same order (they make the same calls)."""
         far = [i for i, v in enumerate(values) if isinstance(v, jax.Array)
                and not (v.is_fully_addressable or v.is_fully_replicated)]
         if not far:
             return values
-        if len(far) not in self._gathers:
-            self._gathers[len(far)] = jax.jit(lambda *xs: xs, out_shardings=(self.replicated(),) * len(far))
+        if len(far) not in self._wholes:
+            self._wholes[len(far)] = jax.jit(lambda *xs: xs, out_shardings=(self.replicated(),) * len(far))
         settle()
-        whole = self._gathers[len(far)](*[values[i] for i in far])
+        whole = self._wholes[len(far)](*[values[i] for i in far])
         if self.waits:
             in_flight(whole)
         values = list(values)
         for i, v in zip(far, whole):
             values[i] = v
         return values
+
+    def gather(self, array):
+        """Every process's host ``array`` (the same shape in each) joined along dim 0 in process order, in every
+        process (the front end joins per-process shares of a batch so)."""
+        array = np.asarray(array)
+        if self.cluster is None:
+            return array
+        from jax.experimental import multihost_utils
+
+        settle()    # a program with collectives
+        return np.asarray(multihost_utils.process_allgather(array, tiled=True))
 
     def barrier(self, name):
         """Return once every process reached ``barrier(name)`` (at once without a cluster)."""
@@ -150,7 +161,7 @@ class Runtime:
         return Box(self._draws[key](seed), sharding)
 
     def read(self, handle):
-        return np.array(self.gather([handle.value])[0])
+        return np.array(self.whole([handle.value])[0])
 
     def write(self, handle, value):
         handle.value = self.put(np.asarray(value, handle.value.dtype), handle.sharding)
