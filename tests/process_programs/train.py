@@ -3,7 +3,7 @@
     python -m flowlayers.launch --processes 2 --devices-per-process 2 train.py OUT [options]
     python train.py OUT --devices 4 [options]                   # the same program in one process
 
-Both faces: a Keras model trained by ``fit`` (MLP with batch norm, SGD with momentum, seeded shuffle), then
+Both faces: a Keras model trained by ``fit`` (MLP, with batch norm in the consistent view, SGD with momentum, seeded shuffle), then
 ``evaluate`` and ``predict``; and a OneFlow job function trained by calls.  Every process writes what it received
 to ``OUT.<process index>.npz``: each must hold the whole logical values.  Options: ``--mesh data=2,model=2`` with
 ``--split`` (a layout rule splits the first kernel over ``model``); ``--save CKPT`` after training; ``--load CKPT``
@@ -29,10 +29,11 @@ def data():
     return x, ((x[:, 0] > 0).astype(np.int32) + (x[:, 1] > 0.5)).astype(np.int32)
 
 
-def keras_model():
+def keras_model(view):
     x = flow.Input((8,))
     h = flow.layers.Dense(16, activation="relu", name="hidden")(x)
-    h = flow.layers.BatchNormalization(name="norm")(h)
+    if view == "consistent":    # the mirrored view normalises per replica, as MirroredStrategy: not one device's
+        h = flow.layers.BatchNormalization(name="norm")(h)
     model = flow.Model(x, flow.layers.Dense(3, name="logits")(h))
     model.compile(flow.optimizers.SGD(0.1, momentum=0.9), flow.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
@@ -119,7 +120,7 @@ def main(argv=None):
     flow.config.set_seed(1)
     x, y = data()
     out = {}
-    model = keras_model()
+    model = keras_model(a.view)
     if a.load:
         model.load_weights(a.load)
     else:
