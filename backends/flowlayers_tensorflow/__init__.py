@@ -1,5 +1,8 @@
 """The ``tensorflow`` backend: consistent view on TF DTensor, mirrored view on MirroredStrategy.
 
+Several processes (``python -m flowlayers.launch``): the consistent view on DTensor multi-client, the mirrored view
+on MultiWorkerMirroredStrategy; a process runs one of them (``devices.join``).
+
 Registered under the entry-point group ``flowlayers.backends``.  Custom ops get their kernels with
 ``register_kernel`` (see tutorial 06).
 """
@@ -15,15 +18,26 @@ class Backend:
     #: capabilities, declared rather than discovered
     views = ("consistent", "mirrored")
     splits_dim_over_several_axes = False    # a DTensor layout gives each tensor dim one mesh axis
+    processes = True                        # one program over several processes: DTensor multi-client, MWMS
 
-    def runtime(self, view, device_num, mesh):
+    def runtime(self, view, device_num, mesh, cluster=None):
+        strategy = None
+        if cluster is not None:     # several processes: join TF's distributed runtime for the view, once
+            from . import devices
+
+            if device_num % cluster.count:
+                from flowlayers.errors import ConfigError
+
+                raise ConfigError(f"runtime: expected a device count that is a multiple of the {cluster.count} "
+                                  f"processes, received {device_num}")
+            strategy = devices.join(view, cluster, cluster.local(device_num))
         if view == "consistent" and device_num > 1:
             from .consistent import ConsistentRuntime
 
-            return ConsistentRuntime(device_num, mesh)
+            return ConsistentRuntime(device_num, mesh, cluster)
         from .mirrored import StrategyRuntime
 
-        return StrategyRuntime(view, device_num, mesh)
+        return StrategyRuntime(view, device_num, mesh, cluster, strategy)
 
     @property
     def supports(self):

@@ -16,6 +16,12 @@ left silently un-updated in TF 2.21 (``../shared/notes/dtensor_fused_update_bug.
 with the combiner off (``DTENSOR_ENABLE_COMBINE_ALL_REDUCES_OPTIMIZATION=0``) the
 fused step is exact, but it fails to compile under some layouts, so the step
 stays split (tests/parallel/test_split_step.py fuses it to show both).
+
+Several processes (a Cluster): DTensor multi-client (``devices.join``), the mesh made by
+``dtensor.create_distributed_mesh``, each process holding its devices' components only.  A host value handed in
+is packed from this process's blocks (``to_mesh``); a value handed back is relaid out replicated and read from a
+local component (``read``; outputs are replicated in the step already).  The update step is per device already:
+each process updates the blocks it holds.
 """
 import contextlib
 import functools
@@ -28,7 +34,7 @@ from tensorflow.experimental import dtensor
 from tensorflow.python.ops.resource_variable_ops import BaseResourceVariable
 
 from flowlayers.contract import micro_batches
-from flowlayers.errors import FlowLayersError
+from flowlayers.errors import ConfigError, FlowLayersError
 from flowlayers.sbp import Split, broadcast, partial_sum
 
 from . import devices, executable, placements
@@ -61,8 +67,9 @@ def supports(op_name, sig):
 class ConsistentRuntime:
     view = "consistent"
 
-    def __init__(self, n, mesh_axes):
-        self.devices = devices.devices(n)
+    def __init__(self, n, mesh_axes, cluster=None):
+        self.devices = devices.devices(n, cluster)     # this process's
+        self.cluster = cluster
         self.axes = list(mesh_axes)
         self.num_replicas = n
         self.native_nchw = devices.is_gpu(self.devices[0])
@@ -70,9 +77,15 @@ class ConsistentRuntime:
         # on CPU meshes a step's all-reduces are grouped as its gradients' sizes call for; GPU meshes keep DTensor's
         # default (measured on CPU only)
         self.groups_all_reduces = kind == "CPU"
-        self.mesh = dtensor.create_mesh(self.axes, devices=[d.replace("/device:", "") for d in self.devices],
-                                        device_type=kind)
+        if cluster:     # process p's devices are global devices p * local .. (p + 1) * local - 1
+            self.mesh = dtensor.create_distributed_mesh(self.axes, local_devices=[d.replace("/device:", "")
+                                                                                  for d in self.devices],
+                                                        device_type=kind)
+        else:
+            self.mesh = dtensor.create_mesh(self.axes, devices=[d.replace("/device:", "") for d in self.devices],
+                                            device_type=kind)
         self._draws, self._constants, self._meshes = {}, SharedConstants(), {None: self.mesh}
+        self._gather_mesh = None        # several processes: a one-axis mesh of all devices (``gather``)
 
     def __repr__(self):
         return f"<tensorflow runtime view=consistent mesh={dict(self.axes)}>"
@@ -83,6 +96,10 @@ class ConsistentRuntime:
         tensors (``flow.scope.placement("gpu", "0:1")``).  DTensor moves tensors between meshes with
         ``copy_to_mesh`` inside a step function, gradients included."""
         if placement not in self._meshes:
+            if self.cluster:
+                raise ConfigError(f"flow.scope.placement on devices {list(placement)}: expected no placement on some "
+                                  f"devices in a job of {self.cluster.count} processes, received one; the tensorflow "
+                                  f"backend places ops on all devices there (run the placement in one process)")
             (axis, _), = self.axes
             self._meshes[placement] = dtensor.create_mesh(
                 [(axis, len(placement))], devices=[self.devices[d].replace("/device:", "") for d in placement],
@@ -105,11 +122,13 @@ class ConsistentRuntime:
         value = np.asarray(value)
         return dtensor.pack([tf.constant(value[block]) for block in self._blocks(layout, value.shape)], layout)
 
-    def _blocks(self, layout, shape):
-        """Per device of the layout's mesh (in its order), the block of a tensor of ``shape`` it holds."""
+    def _blocks(self, layout, shape, local=True):
+        """Per device of the layout's mesh (in its order), the block of a tensor of ``shape`` it holds: this
+        process's devices (``local``), or all."""
         mesh = layout.mesh
         blocks = []
-        for coords in _coordinates(mesh):
+        coordinates = _coordinates(mesh)
+        for coords in [coordinates[i] for i in mesh.local_device_ids()] if local else coordinates:
             block = []
             for dim, axis in enumerate(layout.sharding_specs):
                 if axis in coords:
@@ -160,6 +179,9 @@ class ConsistentRuntime:
     def read(self, handle):
         """The full value, assembled on the host from each device's shard (no device holds it whole)."""
         value = tf.convert_to_tensor(handle)
+        if self.cluster:    # other processes hold blocks too: whole on every device, read from one
+            with dtensor.default_mesh(self.mesh):
+                return dtensor.unpack(dtensor.relayout(value, self.replicated(value.shape.rank)))[0].numpy()
         full = np.empty(value.shape, value.dtype.as_numpy_dtype)
         for block, shard in zip(self._blocks(dtensor.fetch_layout(value), full.shape), dtensor.unpack(value)):
             full[block] = shard.numpy()
@@ -169,11 +191,41 @@ class ConsistentRuntime:
         handle.assign(self.to_mesh(value.astype(handle.dtype.as_numpy_dtype), dtensor.fetch_layout(handle)))
 
     def shard_shapes(self, handle):
+        if self.cluster:    # every device's, this process's and the others': from the layout
+            shape = handle.shape
+            return [tuple(len(range(*b.indices(n))) for b, n in zip(block, shape))
+                    for block in self._blocks(handle.layout, shape, local=False)]
         return [tuple(t.shape) for t in dtensor.unpack(tf.convert_to_tensor(handle))]
 
     def holders(self, handle):
         """Indices of the devices holding the variable: its mesh's."""
+        if self.cluster:    # (no placements on some devices here: every device)
+            return list(range(self.num_replicas))
         return self.device_indices(handle.layout.mesh)
+
+    def barrier(self, name):
+        """Return once every process reached ``barrier(name)`` (DTensor's: an all-reduce over the mesh, then the
+        coordination service's barrier); at once without a cluster."""
+        if self.cluster:
+            dtensor.barrier(self.mesh, name)
+
+    def gather(self, array):
+        """Every process's host ``array`` (the same shape in each) joined along dim 0 in process order, in every
+        process: each device holds its process's array as one row of a tensor split over a one-axis mesh of all
+        devices, relaid out replicated (DTensor's all-gather); each process's first device's row is kept."""
+        array = np.asarray(array)
+        if not self.cluster:
+            return array
+        if self._gather_mesh is None:
+            self._gather_mesh = dtensor.create_distributed_mesh(
+                [("flowlayers_all", self.num_replicas)], device_type=self.mesh.device_type(),
+                local_devices=[d.replace("/device:", "") for d in self.devices])
+        mesh = self._gather_mesh
+        rows = dtensor.pack([tf.constant(array[None])] * len(self.devices),
+                            dtensor.Layout.batch_sharded(mesh, "flowlayers_all", array.ndim + 1))
+        with dtensor.default_mesh(mesh):
+            whole = dtensor.unpack(dtensor.relayout(rows, dtensor.Layout.replicated(mesh, array.ndim + 1)))[0].numpy()
+        return whole[::len(self.devices)].reshape((-1,) + array.shape[1:])
 
     def device_blocks(self, handles):
         """Per device of the mesh, ``{path: the block it holds}`` for DVariables by path: each block a TF variable
@@ -222,6 +274,12 @@ class ConsistentRuntime:
 class ConsistentExecutable(BaseExecutable):
     def __init__(self, runtime, program, plan, seed):
         super().__init__(runtime, program, plan, seed)
+        if runtime.cluster and self._clips_by_norm:
+            # the norm sums squares of blocks that other processes may hold alone (``_update``)
+            raise ConfigError(f"{program.name!r}: expected an optimizer without clipnorm/global_clipnorm in the "
+                              f"consistent view over {runtime.cluster.count} processes, received one that clips by "
+                              f"norm; the tensorflow backend does not clip by norm across processes: use clipvalue, "
+                              f"the mirrored view, or one process")
         # what the update writes from the gradient step's outputs, in their order: by gradient, then by new value
         self._written = list(program.trainable) + [var for var, _ in program.updates]
 

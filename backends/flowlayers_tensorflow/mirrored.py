@@ -3,13 +3,21 @@
 One device: plain variables on that device.  N devices: ``MirroredStrategy`` variables (one copy per device);
 the step runs each replica on its device's copies and agrees on gradients with one
 collective all-reduce.  The same step code serves both.
+
+Several processes (a Cluster): a ``MultiWorkerMirroredStrategy`` with one replica per device of every process
+(``devices.join``); each process runs its own replicas, global replica ``p * local + d`` on its device ``d``, on
+its rows of the global batch.  What the replicas agree on goes through one collective between the processes' first
+devices (a collective group of all replicas, two per process, never completes on CPU: measured, DeadlineExceeded):
+on CPUs every replica's values, summed in replica order as in one process; on GPUs each process's sum.  Collective group keys are the cluster's (the leader resolves
+them), so every process makes the same runtimes, traces and host exchanges in the same order, as the contract has
+it.  Outputs other than sums are gathered whole on the host, by a collective of zero-padded buffers.
 """
 import itertools
 
 import numpy as np
 import tensorflow as tf
 
-from flowlayers.errors import FlowLayersError
+from flowlayers.errors import ConfigError, FlowLayersError
 
 from . import devices
 from .executable import BaseExecutable, squared
@@ -21,14 +29,17 @@ from .variables import SharedConstants, initial_value
 
 class StrategyRuntime:
 
-    def __init__(self, view, n, mesh=None):
-        self.view, self.devices = view, devices.devices(n)
+    def __init__(self, view, n, mesh=None, cluster=None, strategy=None):
+        self.view, self.devices, self.cluster = view, devices.devices(n, cluster), cluster
         # the consistent view on one device keeps its mesh's axis names (each of size 1); replicas are an axis
         self.axes = list(mesh) if view == "consistent" and mesh else [("replica", n)]
         self.num_replicas = n
+        self.first = cluster.index * len(self.devices) if cluster else 0    # this process's first global replica
         self.native_nchw = devices.is_gpu(self.devices[0])
         self._constants = SharedConstants()
-        self.strategy = _mirrored_strategy(self.devices) if n > 1 else tf.distribute.get_strategy()
+        if strategy is None:
+            strategy = _mirrored_strategy(self.devices) if n > 1 else tf.distribute.get_strategy()
+        self.strategy = strategy
         if n > 1:
             self.group_key = next(_group_keys)
             # one per device: the collectives of a step are ordered through it (without, TF may run none)
@@ -60,12 +71,32 @@ class StrategyRuntime:
         handle.assign(value)
 
     def shard_shapes(self, handle):
-        """Shape of the copy each device holds, read from the variable's per-device values."""
-        return [tuple(v.shape) for v in getattr(handle, "values", (handle,))]
+        """Shape of the copy each device holds, read from the variable's per-device values (every process's copies
+        are alike)."""
+        shapes = [tuple(v.shape) for v in getattr(handle, "values", (handle,))]
+        return shapes * (self.num_replicas // len(shapes))
 
     def holders(self, handle):
         """Indices of the devices holding the variable: every replica."""
+        if self.cluster:
+            return list(range(self.num_replicas))
         return list(range(len(getattr(handle, "values", (handle,)))))
+
+    def barrier(self, name):
+        """Return once every process reached ``barrier(name)``: a one-number all-reduce (at once without a
+        cluster)."""
+        if self.cluster:
+            self._process_sum(np.zeros(1, np.float32))
+
+    def gather(self, array):
+        """Every process's host ``array`` (the same shape in each) joined along dim 0 in process order, in every
+        process: a collective of zeros that each process fills at its place."""
+        array = np.asarray(array)
+        if not self.cluster:
+            return array
+        buffer = np.zeros((self.cluster.count,) + array.shape, array.dtype)
+        buffer[self.cluster.index] = array
+        return self._process_sum(buffer).reshape((-1,) + array.shape[1:])
 
     # Steps --------------------------------------------------------------
     def compile(self, program, plan, seed):
@@ -77,8 +108,11 @@ class StrategyRuntime:
             parts = feed
         else:
             parts = np.array_split(feed, self.num_replicas) if self.num_replicas > 1 else [feed]
+        if self.cluster and len(parts) != self.num_replicas:
+            raise ConfigError(f"list input: expected one array per device of every process ({self.num_replicas}), "
+                              f"received {len(parts)}")
         placed = []
-        for device, part in zip(self.devices, parts):
+        for device, part in zip(self.devices, parts[self.first:]):      # this process's replicas' rows
             with tf.device(device):
                 placed.append(tf.constant(part))
         return placed
@@ -96,12 +130,82 @@ class StrategyRuntime:
         others read the sum without a copy, where a ring collective copies and adds chunk by chunk.  Nothing is
         packed: copying tensors into and out of one vector cost more than it saved (both measured:
         bench/RESULTS_design.md).  GPUs use collectives, small tensors packed (``collective_all_reduce``).
+        Several processes: on CPUs, summed in replica order as one process sums them (``_in_replica_order``); on
+        GPUs summed on this process's first device (a collective group of this process's devices alone would need a
+        key of its own per process), then over the processes (``_across_processes``).
         """
-        if self.native_nchw:
+        if self.cluster and not self.native_nchw:
+            return [self._in_replica_order(per_device)] * len(per_device)
+        if self.native_nchw and not self.cluster:
             return self.collective_all_reduce(per_device)
         with tf.device(self.devices[0]):
             totals = [tf.add_n(list(tensors)) for tensors in zip(*per_device)]
+        if self.cluster:    # then over the processes, between their first devices
+            totals = self._across_processes(totals)
         return [totals] * len(per_device)
+
+    def _in_replica_order(self, per_device):
+        """Each position of ``per_device`` summed over every replica of every process, in replica order: the sums
+        of one process of as many devices, bit for bit.  Per dtype, each replica's tensors packed into one row; one
+        collective of a (replicas, length) buffer of zeros that each process fills at its replicas' rows (adding
+        zeros is exact) hands every process all rows, which are then summed in order.  It moves every replica's
+        gradients, where ``_across_processes`` moves one sum per process: for CPU hosts, the stand-in for GPUs."""
+        out, by_dtype = list(per_device[0]), {}
+        for j, t in enumerate(per_device[0]):
+            by_dtype.setdefault(t.dtype, []).append(j)
+        before, after = self.first, self.num_replicas - self.first - len(per_device)
+        with tf.device(self.devices[0]):
+            for js in by_dtype.values():
+                rows = tf.stack([tf.concat([tf.reshape(tensors[j], [-1]) for j in js], 0) for tensors in per_device])
+                zeros = [tf.zeros([k, rows.shape[1]], rows.dtype) for k in (before, after)]
+                rows = self._process_collective(tf.concat([zeros[0], rows, zeros[1]], 0), [self._tokens[0].handle])
+                flat = tf.add_n(tf.unstack(rows))
+                shapes = [per_device[0][j].shape for j in js]
+                for j, piece, shape in zip(js, tf.split(flat, [sh.num_elements() for sh in shapes]), shapes):
+                    out[j] = tf.reshape(piece, shape)
+        return out
+
+    def _across_processes(self, tensors):
+        """Each of ``tensors`` (on this process's first device) summed over the processes, inside a step: one
+        collective per dtype, the tensors packed into one vector."""
+        out, by_dtype = list(tensors), {}
+        for j, t in enumerate(tensors):
+            by_dtype.setdefault(t.dtype, []).append(j)
+        with tf.device(self.devices[0]):
+            for js in by_dtype.values():
+                flat = tf.concat([tf.reshape(tensors[j], [-1]) for j in js], 0)
+                flat = self._process_collective(flat, [self._tokens[0].handle])
+                for j, piece in zip(js, tf.split(flat, [tensors[j].shape.num_elements() for j in js])):
+                    out[j] = tf.reshape(piece, tensors[j].shape)
+        return out
+
+    def _process_collective(self, flat, token=()):
+        """``flat`` summed over the first devices of the processes (one collective group, the same key in all)."""
+        return tf.raw_ops.CollectiveReduceV2(input=flat, group_size=self.cluster.count, group_key=self.group_key,
+                                             instance_key=next(_instance_keys), ordering_token=list(token),
+                                             merge_op="Add", final_op="Id")
+
+    def _process_sum(self, array):
+        """A host array summed over the processes (every process calls this in the same order)."""
+        array = np.asarray(array)
+        cast = array.dtype == np.bool_
+        with tf.device(self.devices[0]):
+            total = self._process_collective(tf.constant(array.astype(np.int32) if cast else array)).numpy()
+        return total.astype(np.bool_) if cast else total
+
+    def _gathered(self, parts):
+        """Every replica's part, in replica order, from this process's ``parts`` (whole in every process): their
+        shapes first, then their values, each in a buffer of zeros that every process fills at its parts' place."""
+        rank, n, mine = parts[0].ndim, self.num_replicas, slice(self.first, self.first + len(parts))
+        shapes = np.zeros((n, rank), np.int64)
+        shapes[mine] = [p.shape for p in parts]
+        shapes = self._process_sum(shapes)
+        sizes = [int(np.prod(s)) for s in shapes]
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        flat = np.zeros(offsets[-1], parts[0].dtype)
+        flat[offsets[mine.start]:offsets[mine.stop]] = np.concatenate([p.ravel() for p in parts])
+        flat = self._process_sum(flat)
+        return [flat[offsets[i]:offsets[i + 1]].reshape(shapes[i]) for i in range(n)]
 
     def collective_all_reduce(self, per_device):
         """``all_reduce`` by collectives: one per tensor of ``PACK_BYTES`` or more, one per dtype for the rest."""
@@ -147,6 +251,8 @@ class StrategyRuntime:
         if mode == "sum":
             return value[0].numpy()     # the same on every device
         parts = [t.numpy() for t in value]
+        if self.cluster:
+            parts = self._gathered(parts)
         if mode == "list":
             return parts
         if parts[0].ndim == 0:
@@ -226,13 +332,18 @@ class Executable(BaseExecutable):
         than the device count leaves the others none).  Returns per output one tensor per device."""
         p, rt = self.program, self.runtime
         n, modes = rt.num_replicas, p.output_modes
-        copies = [rt.local_variables(self._handles, i) for i in range(n)]
+        copies = [rt.local_variables(self._handles, i) for i in range(len(rt.devices))]
         replicas = []
         for i, device in enumerate(rt.devices):
             with tf.device(device):
-                if i < active:
+                # global replica rt.first + i.  Where every replica of this process lacks rows, its first runs on
+                # none, only for the shapes of what an idle replica contributes (its own values, NaN means of
+                # nothing among them, are dropped)
+                if rt.first + i < active or not replicas:
                     replicas.append(self._local_fn([f[i] for f in feeds], [copies[i][k] for k in self._paths],
-                                                   step, tf.constant(i)))
+                                                   step, tf.constant(rt.first + i)))
+                    if rt.first + i >= active:
+                        replicas[-1] = _idle(replicas[-1], modes)
                 else:   # no rows: nothing to run (TF's kernels fail on some empty batches), zeros to the sums
                     replicas.append(_idle(replicas[0], modes))
         # what the replicas agree on, summed over them: element count, gradients, state updates, summed outputs
