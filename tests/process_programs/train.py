@@ -15,6 +15,7 @@ per-process dataset), in process order.
 import argparse
 import os
 import signal
+import time
 
 import numpy as np
 
@@ -62,7 +63,8 @@ class KillOnce(flow.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if (self.model.optimizer.iterations == self.step and flow.env.process_index() == self.process
                 and not os.path.exists(self.marker)):
-            open(self.marker, "w").close()
+            with open(self.marker, "w") as f:
+                f.write(repr(time.time()))      # when the job lost this process
             os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -111,10 +111,10 @@ def test_each_process_feeds_its_share_of_every_batch(tmp_path):
 
 def test_a_killed_process_stops_the_job_and_a_relaunch_resumes_exactly(tmp_path):
     backup = tmp_path / "backup"
-    code, out, seconds = run(tmp_path / "killed", "--backup", str(backup), "--kill-at", "5", processes=2,
+    code, out, _ = run(tmp_path / "killed", "--backup", str(backup), "--kill-at", "5", processes=2,
                              expect_failure=True)
     assert code != 0 and "flowlayers.launch: process 1 was killed by SIGKILL" in out, out[-3000:]
-    assert seconds < 60 + 30      # the kill comes after start-up and 5 steps; named within seconds of it
+    assert time.time() - float((backup / "killed").read_text()) < 60      # the launcher exited within 60 s of it
     resumed = run(tmp_path / "resumed", "--backup", str(backup), "--kill-at", "5", processes=2)
     whole = run(tmp_path / "whole", processes=2)
     for got in resumed:
