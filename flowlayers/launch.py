@@ -15,8 +15,8 @@ Several hosts run the same command, each with its index::
         --processes 2 train.py
 
 Process ``h * N + i`` is process ``i`` of host ``h``; process 0 (on the first host) serves the coordinator port,
-and process ``i`` of each host listens on the coordinator port + 1 + ``i`` of its host (these ports must be free and
-reachable between the hosts).
+and process ``p`` listens on the coordinator port + 1 + ``p`` of its host (these ports must be free and reachable
+between the hosts; distinct ports let two "hosts" share one machine, as the tests do).
 """
 import argparse
 import ctypes
@@ -89,7 +89,7 @@ def environments(a, hosts):
     else:
         coordinator = a.coordinator
         base = int(coordinator.rsplit(":", 1)[1])
-        addresses = [f"{h}:{base + 1 + i}" for h in hosts for i in range(a.processes)]
+        addresses = [f"{h}:{base + 1 + k * a.processes + i}" for k, h in enumerate(hosts) for i in range(a.processes)]
     envs = []
     for i in range(a.processes):
         index = a.host_index * a.processes + i

@@ -150,6 +150,7 @@ def main(argv=None):
         out.update({f"job:{k}": v for k, v in variables.items()})
     out["processes"] = np.array([flow.env.process_index(), flow.env.process_count(), flow.config.device_num()])
     np.savez(f"{a.out}.{flow.env.process_index()}.npz", **out)
+    print(f"done: process {flow.env.process_index()} of {flow.env.process_count()}", flush=True)
 
 
 if __name__ == "__main__":

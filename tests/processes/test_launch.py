@@ -120,7 +120,7 @@ def test_several_hosts_agree_on_every_address():
                              "--devices-per-process", "2", "s.py"])
     envs = launch.environments(a, hosts)
     assert [e[cluster.INDEX] for e in envs] == ["2", "3"]
-    assert envs[0][cluster.ADDRESSES] == "h0:7001,h0:7002,h1:7001,h1:7002"
+    assert envs[0][cluster.ADDRESSES] == "h0:7001,h0:7002,h1:7003,h1:7004"
     assert envs[1][cluster.COUNT] == "4" and envs[1][cluster.COORDINATOR] == "h0:7000"
     assert envs[0]["FLOWLAYERS_CPU_DEVICES"] == "2"
 

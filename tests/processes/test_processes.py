@@ -102,6 +102,25 @@ def test_a_data_model_mesh_spans_the_processes(mesh, tmp_path, one_device):
         assert_close(got, one_device("consistent"), 1e-5, [k for k in four if not k.startswith(("job", "processes", "first"))])
 
 
+def test_two_hosts_each_with_its_launcher(tmp_path):
+    """The several-host path on one machine: two launchers, one per "host" (both 127.0.0.1), joined through the
+    coordinator address they are given, as two hosts would be."""
+    from flowlayers.launch import free_ports
+
+    coordinator = f"127.0.0.1:{free_ports(1)[0]}"
+    launchers = [subprocess.Popen([sys.executable, "-m", "flowlayers.launch", "--hosts", "127.0.0.1,127.0.0.1",
+                                   "--host-index", str(h), "--coordinator", coordinator, "--processes", "1",
+                                   "--devices-per-process", "2", PROGRAM, str(tmp_path / "out"), "--devices", "2"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  env=environment(2)) for h in range(2)]
+    outs = [p.communicate(timeout=TIMEOUT)[0] for p in launchers]
+    assert [p.returncode for p in launchers] == [0, 0], "\n".join(o[-2000:] for o in outs)
+    assert "[process 1] done: process 1 of 2" in outs[1] and "[process 0] " not in outs[1]
+    got = [dict(np.load(tmp_path / f"out.{i}.npz")) for i in range(2)]
+    assert [list(g["processes"]) for g in got] == [[0, 2, 4], [1, 2, 4]]
+    assert_close(got[1], got[0], 0)
+
+
 def test_each_process_feeds_its_share_of_every_batch(tmp_path):
     two = run(tmp_path / "two", "--shares", processes=2, devices=2)
     four = run(tmp_path / "four", "--shares", devices=4)[0]
