@@ -7,7 +7,7 @@ ConfigError if ``n`` devices cannot be had in this process; may set the devices 
 """
 from importlib import metadata
 
-from . import config
+from . import config, env
 from .errors import ConfigError, InputError
 
 GROUP = "flowlayers.backends"
@@ -110,20 +110,18 @@ def _joined(placement):
 
 def barrier(name):
     """Return once every process of the job reached ``barrier(name)`` (at once where there is one process)."""
-    placement = config.placement()
-    if placement.cluster is not None:
-        _joined(placement).barrier(name)
+    if env.cluster() is not None:
+        _joined(config.placement()).barrier(name)
 
 
 def gather_processes(arrays, what):
     """Every process's ``arrays`` (its share of a batch, rows first) joined in process order, in every process:
     the global batch.  The shares must have the same shapes in every process."""
-    placement = config.placement()
-    if placement.cluster is None:
+    if env.cluster() is None:
         return list(arrays)
     import numpy as np
 
-    rt = _joined(placement)
+    rt = _joined(config.placement())
     shapes = rt.gather(np.array([[len(a.shape)] + list(a.shape) + [0] * (8 - len(a.shape)) for a in arrays],
                                 np.int64)[None])
     if any(not np.array_equal(s, shapes[0]) for s in shapes):
