@@ -96,6 +96,9 @@ TARGETS = {
     "flowlayers/metrics.py": [T + "models/test_steps_per_execution.py", T + "models/test_keras_surface.py"],
     "flowlayers/models/training.py": [T + "models/test_steps_per_execution.py", T + "models/test_data_adapters.py"],
     # the jax backend (run with FLOWLAYERS_BACKEND=jax)
+    "flowlayers/launch.py": [T + "processes/test_launch.py"],
+    "flowlayers/env.py": [T + "processes/test_launch.py"],
+    "flowlayers/framework/cluster.py": [T + "processes/test_launch.py"],
     "backends/flowlayers_jax/executable.py": [T + "models/test_steps_per_execution.py", T + "test_cross_backend.py"],
     "backends/flowlayers_jax/mirrored.py": [T + "models/test_steps_per_execution.py", T + "test_cross_backend.py"],
     "backends/flowlayers_jax/consistent.py": [T + "models/test_steps_per_execution.py", T + "test_cross_backend.py"],
