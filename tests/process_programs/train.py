@@ -97,6 +97,22 @@ def oneflow_job(x, y):
     return losses, variables
 
 
+def oneflow_list_job(x):
+    """Seed 000's mirrored style: a ``tp.ListNumpy`` placeholder takes one array per device of the whole job (in
+    every process the same list, in device order); the job returns one array per device."""
+    import flowlayers.typing as tp
+
+    n = flow.config.device_num()
+    config = flow.function_config()
+    config.default_logical_view(flow.scope.mirrored_view())
+
+    @flow.global_function(type="predict", function_config=config)
+    def list_job(images: tp.ListNumpy.Placeholder((BATCH // n, 8))) -> tp.ListNumpy:
+        return flow.math.reduce_sum(flow.layers.dense(images, 3, name="job_list"), axis=1)
+
+    return np.concatenate(list_job(np.split(x[:BATCH], n)))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("out")
@@ -147,6 +163,8 @@ def main(argv=None):
     if a.oneflow:
         losses, variables = oneflow_job(x, y)
         out["job_losses"] = np.array(losses)
+        if a.view == "mirrored":
+            out["job_list"] = oneflow_list_job(x)
         out.update({f"job:{k}": v for k, v in variables.items()})
     out["processes"] = np.array([flow.env.process_index(), flow.env.process_count(), flow.config.device_num()])
     np.savez(f"{a.out}.{flow.env.process_index()}.npz", **out)

@@ -171,3 +171,37 @@ def test_device_counts_are_per_process_and_the_mesh_spans_all(monkeypatch):
         flow.config.set_mesh(data=2)
     assert flow.config.mesh_shape() == {"data": 2, "model": 2}      # the refused settings changed nothing
     assert flow.config.placement().cluster.index == 1
+
+
+def test_one_process_is_no_cluster_and_a_cluster_is_a_value():
+    assert cluster.from_environment(environment(0, 1)) is None       # --processes 1: this process alone
+    assert (flow.env.process_index(), flow.env.process_count(), flow.env.is_multi_client()) == (0, 1, False)
+    c = cluster.from_environment(environment(1, 2))
+    assert {c: "runtime"}[cluster.from_environment(environment(1, 2))] == "runtime"     # hashable, by value
+    assert isinstance(c.local(4), int) and c.local(4) == 2
+    with pytest.raises(AttributeError):
+        c.index = 0
+
+
+def test_ports_are_checked_at_their_bounds():
+    flow.env.ctrl_port(65535)
+    flow.env.data_port(1)
+    for bad in (65536, True, "9000"):
+        with pytest.raises(flow.ConfigError, match=r"expected a port number 1..65535"):
+            flow.env.ctrl_port(bad)
+        with pytest.raises(flow.ConfigError, match=r"expected a port number 1..65535"):
+            flow.env.data_port(bad)
+
+
+def test_a_heartbeat_touches_the_launchers_file_at_most_once_a_second(tmp_path, monkeypatch):
+    monkeypatch.delenv(cluster.HEARTBEAT, raising=False)
+    monkeypatch.setitem(flow.env._state, "beat", 0.0)
+    flow.env.heartbeat()                  # no launcher: nothing to do
+    heart = tmp_path / "heart"
+    monkeypatch.setenv(cluster.HEARTBEAT, str(heart))
+    monkeypatch.setitem(flow.env._state, "beat", 0.0)
+    flow.env.heartbeat()
+    assert heart.exists()
+    os.utime(heart, (0, 0))
+    flow.env.heartbeat()                  # within the second: not touched again
+    assert heart.stat().st_mtime == 0
