@@ -48,7 +48,12 @@ def gpu_device_num(n):
     what = f"flow.config.gpu_device_num({n!r})"
     _positive_int(n, what)
     engine.check_device_count(n, what)
-    _state["device_num"] = n
+    _state["device_num"], before = n, _state["device_num"]
+    try:
+        engine.join_processes(_explicit_view())
+    except ConfigError:
+        _state["device_num"] = before
+        raise
 
 
 def cpu_device_num(n):
@@ -71,8 +76,19 @@ def _processes():
 
 
 def set_view(view):
-    """Default view for everything built afterwards: 'consistent' or 'mirrored'."""
-    _state["view"] = scope.as_view_name(view, "flow.config.set_view(view)")
+    """Default view for everything built afterwards: 'consistent' or 'mirrored'.  In a job of several processes on
+    an engine that joins its distributed runtime per view (tensorflow), set it before the first TensorFlow code."""
+    from . import engine
+
+    name = scope.as_view_name(view, "flow.config.set_view(view)")
+    engine.join_processes(name)
+    _state["view"] = name
+
+
+def _explicit_view():
+    """The view set by ``set_view`` or ``$FLOWLAYERS_VIEW``, or None where the default would be taken."""
+    env = os.environ.get("FLOWLAYERS_VIEW")
+    return _state["view"] or (scope.as_view_name(env, "environment variable FLOWLAYERS_VIEW") if env else None)
 
 
 def view():

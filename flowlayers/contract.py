@@ -42,7 +42,9 @@ class Backend(Protocol):
     # (nd-SBP (S(0), S(0)); JAX's PartitionSpec(("a", "b"))); absent or False: one axis per dim at most
 
     # optional: processes = True where it runs one program over the processes of a launched job; ``runtime`` is
-    # then also called with ``cluster=`` (below)
+    # then also called with ``cluster=`` (below), and ``join(view, device_num, cluster)``, if present, as soon as
+    # the process's device count is set (``view``: the view set explicitly, else None), so that the backend can join
+    # its engine's distributed runtime before user code starts the engine
 
     def runtime(self, view: str, device_num: int, mesh: Optional[Tuple[Tuple[str, int], ...]]) -> "Runtime":
         """A runtime for one view, device count and (consistent view) mesh ``((axis, size), ...)``; made once per

@@ -78,6 +78,22 @@ def check_device_count(n, what):
     engine.check_device_count(n, what)
 
 
+def join_processes(view):
+    """Several processes: let the backend join its engine's distributed runtime now that this process's device
+    count is set (``view``: the view set explicitly, else None), before user code (a tf.data pipeline, a JAX
+    array) starts the engine on its own.  A backend that needs the view to join waits for one; the first runtime
+    joins otherwise."""
+    cluster = env.cluster()
+    if cluster is None or not config._state["device_num"]:
+        return
+    try:
+        engine = backend()
+    except ConfigError:
+        return
+    if getattr(engine, "processes", False) and hasattr(engine, "join"):
+        engine.join(view, config.device_num(), cluster)
+
+
 def runtime(placement=None):
     """The runtime for ``placement`` (default: the settings in force): its backend, view, device count and mesh.
     Made once and then reused."""

@@ -29,6 +29,12 @@ class Backend:
         devices.join(cluster)       # several processes: JAX's distributed runtime, before JAX starts
         return Runtime(view, device_num, mesh, cluster)
 
+    def join(self, view, device_num, cluster):
+        """Several processes: join JAX's distributed runtime now (any view), before user code starts JAX."""
+        from . import devices
+
+        devices.join(cluster)
+
     @property
     def kernels(self):
         """The op kernels by op name (``KERNELS[op](node, *inputs, ctx)``), custom ones included."""

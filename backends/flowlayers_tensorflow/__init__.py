@@ -47,6 +47,14 @@ class Backend:
 
         return supports
 
+    def join(self, view, device_num, cluster):
+        """Several processes: join TF's distributed runtime now, before user code starts TensorFlow, where the view
+        is known (``view`` None: at the first runtime); a process joins for one view."""
+        from . import devices
+
+        if view is not None:
+            devices.join(view, cluster, cluster.local(device_num))
+
     @property
     def kernels(self):
         """The op kernels by op name (``KERNELS[op](node, *inputs, ctx)``), custom ones included."""

@@ -9,8 +9,8 @@ to ``OUT.<process index>.npz``: each must hold the whole logical values.  Option
 ``--split`` (a layout rule splits the first kernel over ``model``); ``--save CKPT`` after training; ``--load CKPT``
 into a fresh model, before ``evaluate``; ``--backup DIR`` (``BackupAndRestore(save_freq=2)``) with ``--kill-at S
 --kill-process I`` (process I SIGKILLs itself after step S, once: a marker file beside the backup remembers);
-``--shares``: ``fit`` on a list of batches in which each process holds its share of every global batch (a
-per-process dataset), in process order.
+``--shares sequence|dataset``: ``fit`` on batches in which each process holds its share of every global batch
+(a per-process Sequence, or tf.data dataset), in process order.
 """
 import argparse
 import os
@@ -126,7 +126,7 @@ def main(argv=None):
     p.add_argument("--kill-at", type=int)
     p.add_argument("--kill-process", type=int, default=1)
     p.add_argument("--oneflow", action="store_true")
-    p.add_argument("--shares", action="store_true")
+    p.add_argument("--shares", choices=["sequence", "dataset"])
     a = p.parse_args(argv)
 
     flow.config.set_view(a.view)
@@ -149,7 +149,14 @@ def main(argv=None):
             callbacks.append(KillOnce(a.kill_at, a.kill_process, os.path.join(a.backup, "killed")))
         if a.shares:
             share, me = BATCH // flow.env.process_count(), flow.env.process_index()
-            history = model.fit(Shares(x, y, share, me), epochs=EPOCHS, verbose=0, callbacks=callbacks + [first])
+            shares = Shares(x, y, share, me)
+            if a.shares == "dataset":      # a tf.data pipeline per process, of its shares
+                import tensorflow as tf
+
+                rows = [shares[i] for i in range(len(shares))]
+                shares = tf.data.Dataset.from_tensor_slices(
+                    (np.concatenate([r[0] for r in rows]), np.concatenate([r[1] for r in rows]))).batch(share)
+            history = model.fit(shares, epochs=EPOCHS, verbose=0, callbacks=callbacks + [first])
         else:
             history = model.fit(x, y, batch_size=BATCH, epochs=EPOCHS, verbose=0, callbacks=callbacks + [first])
         out["loss"] = np.array(history.history["loss"])

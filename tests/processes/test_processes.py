@@ -121,9 +121,12 @@ def test_two_hosts_each_with_its_launcher(tmp_path):
     assert_close(got[1], got[0], 0)
 
 
-def test_each_process_feeds_its_share_of_every_batch(tmp_path):
-    two = run(tmp_path / "two", "--shares", processes=2, devices=2)
-    four = run(tmp_path / "four", "--shares", devices=4)[0]
+@pytest.mark.parametrize("kind", ["sequence", "dataset"])
+def test_each_process_feeds_its_share_of_every_batch(kind, tmp_path):
+    if kind == "dataset":
+        pytest.importorskip("tensorflow")
+    two = run(tmp_path / "two", "--shares", kind, processes=2, devices=2)
+    four = run(tmp_path / "four", "--shares", kind, devices=4)[0]
     for got in two:
         assert_close(got, four, 1e-6)
 
