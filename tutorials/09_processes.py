@@ -13,11 +13,13 @@ engine's own distributed runtime carries the traffic: DTensor multi-client or
 MultiWorkerMirroredStrategy on TensorFlow, ``jax.distributed`` on JAX.
 
 Part 1 trains a CNN on scikit-learn's bundled digits with ``BackupAndRestore``
-and prints, from process 0, what it learned.  Part 2 shows the elastic
-restart: a backup written by N processes resumes in any number of processes
-(``--resume-with 1`` reruns the last epochs in this process alone, on its own
-devices, from the step and data position the backup holds).  ``--smoke``
-trains a few steps.
+and prints, from process 0, what it learned.  Part 2 reads the checkpoint the
+processes wrote once back into a fresh model in every process.  Checkpoints and
+backups are logical, so they load in any number of processes: kill a process
+mid-run (the launcher then stops the job) and run the launcher again, with
+``--processes 1`` if you like, and ``fit`` goes on from the step and data
+position of the last backup (``tests/processes`` does exactly that).
+``--smoke`` trains a few steps.
 """
 import argparse
 import os
