@@ -146,37 +146,37 @@ class StrategyRuntime:
 
     def _in_replica_order(self, per_device):
         """Each position of ``per_device`` summed over every replica of every process, in replica order: the sums
-        of one process of as many devices, bit for bit.  Per dtype, each replica's tensors packed into one row; one
-        collective of a (replicas, length) buffer of zeros that each process fills at its replicas' rows (adding
-        zeros is exact) hands every process all rows, which are then summed in order.  It moves every replica's
-        gradients, where ``_across_processes`` moves one sum per process: for CPU hosts, the stand-in for GPUs."""
-        out, by_dtype = list(per_device[0]), {}
-        for j, t in enumerate(per_device[0]):
-            by_dtype.setdefault(t.dtype, []).append(j)
+        of one process of as many devices, bit for bit.  One collective of a (replicas, length) buffer of zeros that
+        each process fills at its replicas' rows (adding zeros is exact) hands every process all rows, which are then
+        summed in order.  It moves every replica's gradients, where ``_across_processes`` moves one sum per process:
+        for CPU hosts, the stand-in for GPUs."""
         before, after = self.first, self.num_replicas - self.first - len(per_device)
-        with tf.device(self.devices[0]):
-            for js in by_dtype.values():
-                rows = tf.stack([tf.concat([tf.reshape(tensors[j], [-1]) for j in js], 0) for tensors in per_device])
-                zeros = [tf.zeros([k, rows.shape[1]], rows.dtype) for k in (before, after)]
-                rows = self._process_collective(tf.concat([zeros[0], rows, zeros[1]], 0), [self._tokens[0].handle])
-                flat = tf.add_n(tf.unstack(rows))
-                shapes = [per_device[0][j].shape for j in js]
-                for j, piece, shape in zip(js, tf.split(flat, [sh.num_elements() for sh in shapes]), shapes):
-                    out[j] = tf.reshape(piece, shape)
-        return out
+
+        def in_order(rows):
+            zeros = [tf.zeros([k, rows.shape[1]], rows.dtype) for k in (before, after)]
+            every = self._process_collective(tf.concat([zeros[0], rows, zeros[1]], 0), [self._tokens[0].handle])
+            return tf.add_n(tf.unstack(every))
+        return self._rows_by_dtype(per_device, in_order)
 
     def _across_processes(self, tensors):
         """Each of ``tensors`` (on this process's first device) summed over the processes, inside a step: one
-        collective per dtype, the tensors packed into one vector."""
-        out, by_dtype = list(tensors), {}
-        for j, t in enumerate(tensors):
+        collective per dtype."""
+        return self._rows_by_dtype([tensors], lambda rows: self._process_collective(rows[0], [self._tokens[0].handle]))
+
+    def _rows_by_dtype(self, per_device, reduce_rows):
+        """On this process's first device, per dtype: each replica's tensors flattened into one row, the rows stacked
+        and reduced by ``reduce_rows`` to one vector, which is split back into the tensors of ``per_device[0]``'s
+        shapes."""
+        out, by_dtype = list(per_device[0]), {}
+        for j, t in enumerate(per_device[0]):
             by_dtype.setdefault(t.dtype, []).append(j)
         with tf.device(self.devices[0]):
             for js in by_dtype.values():
-                flat = tf.concat([tf.reshape(tensors[j], [-1]) for j in js], 0)
-                flat = self._process_collective(flat, [self._tokens[0].handle])
-                for j, piece in zip(js, tf.split(flat, [tensors[j].shape.num_elements() for j in js])):
-                    out[j] = tf.reshape(piece, tensors[j].shape)
+                rows = tf.stack([tf.concat([tf.reshape(tensors[j], [-1]) for j in js], 0) for tensors in per_device])
+                shapes = [per_device[0][j].shape for j in js]
+                for j, piece, shape in zip(js, tf.split(reduce_rows(rows), [sh.num_elements() for sh in shapes]),
+                                           shapes):
+                    out[j] = tf.reshape(piece, shape)
         return out
 
     def _process_collective(self, flat, token=()):
