@@ -69,9 +69,7 @@ def ctrl_port(val):
     """OneFlow's port for the control traffic between machines, the same on every machine.  Here it is the
     coordinator's port (``--coordinator HOST:PORT``); on one host the launcher picks free ports itself, and the
     value is recorded only."""
-    what = f"flow.env.ctrl_port({val!r})"
-    if isinstance(val, bool) or not isinstance(val, int) or not 0 < val < 65536:
-        raise ConfigError(f"{what}: expected a port number 1..65535, received {val!r}")
+    what = _port(val, f"flow.env.ctrl_port({val!r})")
     if cluster() and len(cluster().hosts) > 1 and not cluster().coordinator.endswith(f":{val}"):
         raise ConfigError(f"{what}: expected the coordinator port of this job's launcher "
                           f"({cluster().coordinator}), received {val}; pass --coordinator HOST:{val} to the launcher "
@@ -81,9 +79,15 @@ def ctrl_port(val):
 
 def data_port(val):
     """OneFlow's port for data between machines; the engines pick their own (recorded only)."""
-    if isinstance(val, bool) or not isinstance(val, int) or not 0 < val < 65536:
-        raise ConfigError(f"flow.env.data_port({val!r}): expected a port number 1..65535, received {val!r}")
+    _port(val, f"flow.env.data_port({val!r})")
     _state["data_port"] = val
+
+
+def _port(val, what):
+    """``what`` if ``val`` is a port number, else a ConfigError naming it."""
+    if isinstance(val, bool) or not isinstance(val, int) or not 0 < val < 65536:
+        raise ConfigError(f"{what}: expected a port number 1..65535, received {val!r}")
+    return what
 
 
 def heartbeat():
