@@ -93,12 +93,7 @@ def _explicit_view():
 
 def view():
     """The view in force: a ``with`` scope, else ``set_view``, else ``$FLOWLAYERS_VIEW``, else consistent."""
-    if scope.scoped_view():
-        return scope.scoped_view()
-    if _state["view"]:
-        return _state["view"]
-    env = os.environ.get("FLOWLAYERS_VIEW")
-    return scope.as_view_name(env, "environment variable FLOWLAYERS_VIEW") if env else "consistent"
+    return scope.scoped_view() or _explicit_view() or "consistent"
 
 
 _view_in_force = view    # placement(view=...) names its argument after it
