@@ -133,17 +133,15 @@ def run(argv=None, out=None):
     """Launch, wait, and return the exit code: 0 when every process succeeded, else the first failure's code
     (1 for a signal or a hang)."""
     a, hosts = parse(sys.argv[1:] if argv is None else argv)
-    out = out or sys.stdout.buffer
-    lock = threading.Lock()
-    first = a.host_index * a.processes
     beats = tempfile.mkdtemp(prefix="flowlayers-launch-")
     try:
-        return _run(a, hosts, out, lock, first, beats)
+        return _run(a, hosts, out or sys.stdout.buffer, beats)
     finally:
         shutil.rmtree(beats, ignore_errors=True)
 
 
-def _run(a, hosts, out, lock, first, beats):
+def _run(a, hosts, out, beats):
+    lock, first = threading.Lock(), a.host_index * a.processes     # first: this host's first process index
     procs, pumps = [], []
     hearts = [os.path.join(beats, f"process-{first + i}") for i in range(a.processes)]
     for i, extra in enumerate(environments(a, hosts)):
