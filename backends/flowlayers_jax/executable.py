@@ -75,8 +75,6 @@ class BaseExecutable:
     def _run(self, fn, *args):
         """Run ``fn(trained, slots, updated, read, *args)`` on the boxes' arrays and put back the new arrays of the
         first three.  Returns what the step returns besides them."""
-        if self._waits:
-            settle()
         arrays = [[b.value for b in group] for group in self._boxes]
         try:
             out, *new = fn(*arrays, *args)
@@ -102,10 +100,14 @@ class BaseExecutable:
         if key not in self._fns:
             fn = jax.jit(step_fn, donate_argnums=(0, 1, 2) if training else (),
                          in_shardings=tuple(self._box_shardings) + tuple(shardings))
-            if self.runtime.cluster is not None:
+            rt = self.runtime
+            if rt.cluster is not None:
                 # several processes: jit takes no host array for devices of other processes; each process places
                 # its own devices' blocks of the whole host values (runtime.put_all)
-                fn = _placing(fn, self.runtime, shardings)
+                fn = _placing(fn, lambda args: rt.put_all(args, list(shardings)), self._waits)
+            elif self._waits:
+                # the batch placed while the step before still runs, so that the wait ends in a dispatch only
+                fn = _placing(fn, lambda args: jax.device_put(args, list(shardings)), True)
             self._fns[key] = fn
         return self._fns[key]
 
@@ -180,10 +182,14 @@ class BaseExecutable:
         return [jax.lax.with_sharding_constraint(v, s) for v, s in zip(values, self._shardings[group])]
 
 
-def _placing(fn, runtime, shardings):
-    """``fn`` (a jitted step) with its arguments after the variables' four groups placed by ``shardings``."""
+def _placing(fn, place, waits):
+    """``fn`` (a jitted step) with its arguments after the variables' four groups placed by ``place`` first, then
+    dispatched once the program in flight has ended where ``waits``."""
     def placed(*args):
-        return fn(*args[:4], *runtime.put_all(list(args[4:]), list(shardings)))
+        rest = place(list(args[4:]))
+        if waits:
+            settle()
+        return fn(*args[:4], *rest)
     return placed
 
 
