@@ -11,7 +11,7 @@ from .. import config, contract, engine, env
 from ..parallel import plan as planner
 from ..sbp import Split, broadcast
 from .graph import topo_sort
-from .variable import live_variables
+from .variable import live_variables, moves as live_moves
 
 _live = weakref.WeakSet()     # compiled programs, whose plans Blob.sbp reads first
 
@@ -23,7 +23,7 @@ class Compiled:
         placement.check_rules(program.variables, live_variables())     # before any variable moves
         self.slot_vars = program.slots()
         self.variables = list(program.variables) + [s for slots in self.slot_vars.values() for s in slots]
-        self._plans, self._handles = {}, None
+        self._plans, self._handles, self._moved = {}, None, None
         self._sources = planner.sources(placement.variable_sbp) if placement.consistent else _replicas
         self._supports, self._several = capabilities(placement)
         self._nodes = {id(n) for n in program.nodes}
@@ -43,9 +43,9 @@ class Compiled:
     def handles(self):
         """``{path: engine handle}`` of the program's variables and optimizer slots, each moved into this runtime
         and layout if it lives elsewhere (a view switch and back, a value loaded elsewhere, new rules)."""
-        cached = self._handles
-        if cached is None or not all(v.holds(cached[v.path]) for v in self.variables):
+        if self._moved != live_moves():
             self._handles = {v.path: v.handle_in(self.runtime, self.placement) for v in self.variables}
+            self._moved = live_moves()
         return self._handles
 
     def __call__(self, feeds, lr=0.0, step=1):

@@ -19,10 +19,17 @@ from .graph import current_placement
 
 
 _live = weakref.WeakSet()   # every Variable still referenced: what layout rules may match
+_moves = [0]                # how many times any variable's value has moved or been dropped
 
 
 def live_variables():
     return sorted(_live, key=lambda v: v.path)
+
+
+def moves():
+    """A number that changes whenever any variable's value moves or is dropped: while it stays, every handle a
+    step was given is still where its variable lives (a step's check in O(1) instead of one per variable)."""
+    return _moves[0]
 
 
 class Variable:
@@ -117,12 +124,8 @@ class Variable:
         home = self._home
         if home is None or home[0] is not runtime or home[1] != layout:
             value = home[0].read(home[2]) if home is not None else None
-            self._home = (runtime, layout, runtime.create_variable(self.spec(placement, layout), value))
+            self._move((runtime, layout, runtime.create_variable(self.spec(placement, layout), value)))
         return self._home[2]
-
-    def holds(self, handle):
-        """Whether ``handle`` is where this variable's value lives now."""
-        return self._home is not None and self._home[2] is handle
 
     @property
     def location(self):
@@ -131,7 +134,11 @@ class Variable:
 
     def forget(self):
         """Drop the value: the next step draws it again from the initializer."""
-        self._home = None
+        self._move(None)
+
+    def _move(self, home):
+        self._home = home
+        _moves[0] += 1
 
     def _held(self):
         """(runtime, handle), drawing the value in the placement in force if it lives nowhere yet."""

@@ -138,6 +138,20 @@ def test_one_config_line_switches_the_view(digits):
     np.testing.assert_allclose(model.predict(digits[0][:50]), ref.predict(digits[0][:50]), atol=1e-5)
 
 
+def test_switching_the_view_there_and_back_keeps_training(digits):
+    """Back in a view it ran before, a model's step finds its weights where they moved meanwhile (the step compiled
+    for that view is reused, and the values it held before the switch are stale)."""
+    use("mirrored", 1)
+    ref = keras_model(OPTIMIZERS["sgd_momentum"])
+    data = digits[0][:N_SAMPLES], digits[1][:N_SAMPLES]
+    ref.fit(*data, batch_size=BATCH, epochs=3, shuffle=False, verbose=0)
+    model = keras_model(OPTIMIZERS["sgd_momentum"])
+    for view, n in [("mirrored", 1), ("consistent", 2), ("mirrored", 1)]:
+        use(view, n)
+        model.fit(*data, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
+    assert max_diff(ref.get_weights(), model.get_weights()) < 1e-5
+
+
 def test_one_config_line_switches_a_job_function(digits):
     """Job functions too: rebuilt for the new view, they keep the variables, the optimizer's slots and its step."""
     x, y = digits[0][:BATCH * STEPS], digits[1][:BATCH * STEPS]
