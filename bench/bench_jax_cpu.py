@@ -3,6 +3,7 @@
     python bench/bench_jax_cpu.py                   # prints the table
     python bench/bench_jax_cpu.py --write           # ... and writes bench/RESULTS_jax.md
     python bench/bench_jax_cpu.py --smoke           # one small round of everything: keeps it working
+    python bench/bench_jax_cpu.py --endurance 200   # no timing: does each contender finish a 200-step fit?
 
 Contenders, each in its own worker process (logical CPU devices are fixed when JAX starts; flowlayers' jax
 backend turns on ``jax_enable_x64`` for its process, which must not reach the others):
@@ -16,6 +17,10 @@ backend turns on ``jax_enable_x64`` for its process, which must not reach the ot
 - ``jax``: a hand-written ``jax.jit`` train step: ``NamedSharding``s (batch over ``data``, hidden kernels over
   ``model`` where model parallel), SGD with momentum, parameters and momenta donated; each numpy batch put on the
   devices by its sharding, as ``fit`` does.
+- ``jax_wait``: the same step and loop, each step dispatched once the step before has ended (``block_until_ready``
+  on its outputs): the form of the loop that keeps to one step with collectives in flight, as flowlayers' own
+  steps do on several CPU devices (``--endurance`` shows why: on more logical devices than cores, the free-running
+  loops of ``jax`` and ``keras`` abort the process in XLA:CPU's collectives once enough steps queue up).
 - ``jax_shardmap`` (data parallel only): the same step written per device, ``jax.shard_map`` over ``data``,
   parameters replicated and donated (their gradients come out of the transpose summed over the devices: one
   all-reduce), divided by the device count: the mirrored view's form, by hand.
@@ -25,10 +30,12 @@ batch 100; the MLP (four 1024-wide ReLU Dense layers, then Dense(10)), batch 256
 Data: real MNIST t10k (``../shared/data`` or $MNIST_DIR), the first steps x batch images, no shuffling; SGD(0.05,
 momentum 0.9), softmax cross-entropy from logits.
 
-Each worker builds and runs one warm-up round (compiles; excluded, timed as "first round s"), then the parent
-asks the workers of a (model, devices) group in turn for one timed round of ``steps`` steps -- A B C D A B C D ...
--- so that load from elsewhere falls on all alike; the median of the repeats is reported, and the ratios are of
-medians from the same group of the same run.  The logical devices share the host's cores: these figures compare
+Each contender runs in several worker processes (``--processes``, 3): one process's rounds can sit apart from
+another's of the very same program on a shared host.  Each worker builds and runs one warm-up round (compiles;
+excluded, timed as "first round s"), then the parent asks the workers of a (model, devices) group in turn for one
+timed round of ``steps`` steps -- A1 B1 C1 A2 B2 C2 A3 B3 C3 A1 ... -- so that load from elsewhere falls on all
+alike; the median of a contender's rounds in all its processes is reported, and the ratios are of medians from
+the same group of the same run.  The logical devices share the host's cores: these figures compare
 the frameworks' overheads at equal work, not speed-ups.
 """
 import argparse
@@ -53,6 +60,7 @@ BATCH = {"lenet": 100, "mlp": 256, "mlp_mp": 256}
 STEPS = {"lenet": 20, "mlp": 20, "mlp_mp": 20}      # per timed round (batch x steps <= 10,000 images)
 CONTENDERS = {"flow_consistent": "flowlayers jax, consistent", "flow_mirrored": "flowlayers jax, mirrored",
               "keras": "Keras 3 on JAX + keras.distribution", "jax": "hand-written jax.jit + NamedSharding",
+              "jax_wait": "hand-written jax.jit + NamedSharding, waiting for the step before",
               "jax_shardmap": "hand-written jax.jit of a shard_map"}
 HIDDEN = r"^fc[1-4]/kernel$"    # the model-parallel MLP: the hidden Dense kernels' columns over "model"
 
@@ -229,10 +237,14 @@ def jax_trainer(c):
     state = {"w": w, "mom": mom}
     batch = BATCH[c["model"]]
 
+    waits = c["contender"] == "jax_wait"
+
     def run(x, y):
         loss = None
         for i in range(0, len(x) - batch + 1, batch):
             xb, yb = jax.device_put(x[i:i + batch], x_sh), jax.device_put(y[i:i + batch], y_sh)
+            if waits and loss is not None:
+                jax.block_until_ready(loss)
             state["w"], state["mom"], loss = step(state["w"], state["mom"], xb, yb)
         return float(loss)      # waits for the last step
 
@@ -266,7 +278,7 @@ def worker(c, steps):
         if cmd == "build":
             t = time.perf_counter()
             run = {"flow_consistent": flow_trainer, "flow_mirrored": flow_trainer, "keras": keras_trainer,
-                   "jax": jax_trainer, "jax_shardmap": jax_trainer}[c["contender"]](c)
+                   "jax": jax_trainer, "jax_wait": jax_trainer, "jax_shardmap": jax_trainer}[c["contender"]](c)
             build = time.perf_counter() - t
             t = time.perf_counter()
             run(x, y)       # warm-up: traces and compiles
@@ -275,6 +287,13 @@ def worker(c, steps):
             t = time.perf_counter()
             loss = run(x, y)
             reply(steps_per_s=steps / (time.perf_counter() - t), loss=float(loss))
+        elif cmd.startswith("endure "):     # one fit of that many steps, the rounds' data over and over
+            import numpy as np
+
+            n = int(cmd.split()[1]) * BATCH[c["model"]]
+            t = time.perf_counter()
+            loss = run(np.resize(x, (n,) + x.shape[1:]), np.resize(y, n))
+            reply(endured_s=time.perf_counter() - t, loss=float(loss))
         elif cmd == "quit":
             reply(bye=True)
             return
@@ -328,8 +347,12 @@ class Worker:
             self.log.close()
 
 
-def run_group(configs, steps, repeats, echo):
-    workers = [Worker(c, steps) for c in configs]
+def run_group(configs, steps, repeats, echo, processes=1):
+    """Each config in ``processes`` worker processes, ``repeats`` timed rounds each, in turn: A1 B1 A2 B2 ... A1 B1
+    ...  One process's rounds can sit apart from another's of the very same program (on the shared 2-core host
+    of RESULTS_jax.md, about 20 against 26 steps/s for the MLP): each contender's figures are its rounds in all
+    its processes."""
+    workers = [Worker(c, steps) for _ in range(processes) for c in configs]
     try:
         for w in workers:
             w.ask()
@@ -345,7 +368,42 @@ def run_group(configs, steps, repeats, echo):
     finally:
         for w in workers:
             w.close()
-    return [dict(w.result, config=w.config) for w in workers]
+    merged = []
+    for c in configs:
+        mine = [w.result for w in workers if w.config is c]
+        merged.append(dict(mine[0], config=c, steps_per_s=[v for r in mine for v in r["steps_per_s"]],
+                           first_s=median([r["first_s"] for r in mine]),
+                           per_process=[median(r["steps_per_s"]) for r in mine]))
+    return merged
+
+
+def endurance(args, echo):
+    """Each contender alone in its own process: one ``fit`` (or loop) of ``args.endurance`` steps after its
+    warm-up round; did the process finish?"""
+    rows = ["| model | devices | contender | steps | outcome |", "|---|---|---|---|---|"]
+    for model in args.models.split(","):
+        for devices in (int(d) for d in args.devices.split(",")):
+            for k in args.contenders.split(","):
+                if k in ("flow_mirrored", "jax_shardmap") and model == "mlp_mp":
+                    continue
+                w = Worker({"model": model, "devices": devices, "contender": k}, args.steps or STEPS[model])
+                try:
+                    w.ask()
+                    w.ask("build")
+                    t = time.perf_counter()
+                    try:
+                        outcome = f"finished in {w.ask(f'endure {args.endurance}')['endured_s']:.1f} s"
+                    except RuntimeError as e:
+                        w.log.seek(0)
+                        fatal = [ln for ln in w.log.read().splitlines() if ln.startswith("F") and "rendezvous" in ln]
+                        why = (re.sub(r"^F\S+\s+\S+\s+\S+\s+\S+\s+", "", fatal[0]).replace("`", "'")
+                               if fatal else str(e).splitlines()[0])
+                        outcome = f"**process aborted** after {time.perf_counter() - t:.0f} s: {why}"
+                finally:
+                    w.close()
+                echo(f"  {model} {devices} dev {k}: {outcome}")
+                rows.append(f"| {model} | {devices} | {CONTENDERS[k]} | {args.endurance} | {outcome} |")
+    return rows
 
 
 def median(v):
@@ -353,9 +411,11 @@ def median(v):
 
 
 def table(results):
-    rows = ["| devices | mesh | contender | steps/s (median) | samples/s | min - max steps/s | vs Keras 3 (median; "
-            "best) | vs hand-written jax.jit + NamedSharding (median; best) | vs hand-written shard_map (median; best) "
-            "| first round s | final loss |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| devices | mesh | contender | steps/s (median) | samples/s | min - max steps/s | each process's median "
+            "| vs Keras 3 (median; "
+            "best) | vs hand-written jax.jit + NamedSharding (median; best) | vs the same, waiting (median; best) | "
+            "vs hand-written shard_map (median; best) | first round s | final loss |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     by = {(r["config"]["devices"], r["config"]["contender"]): (median(r["steps_per_s"]), max(r["steps_per_s"]))
           for r in results}
     for r in results:
@@ -364,12 +424,13 @@ def table(results):
         mesh = f"data={dp}" + (f", model={mp}" if mp > 1 else "")
         if c["contender"] in ("flow_mirrored", "jax_shardmap"):
             mesh = f"replica={c['devices']}" if c["contender"] == "flow_mirrored" else f"data={dp} (shard_map)"
-        ker, jx, sm = (by.get((c["devices"], k)) for k in ("keras", "jax", "jax_shardmap"))
+        ker, jx, jw, sm = (by.get((c["devices"], k)) for k in ("keras", "jax", "jax_wait", "jax_shardmap"))
         ratio = lambda ref: (f"{v / ref[0]:.2f}x; {best / ref[1]:.2f}x" if ref and c["contender"].startswith("flow")  # noqa: E731
                              else "–")
         rows.append(f"| {c['devices']} | {mesh} | {CONTENDERS[c['contender']]} | {v:.2f} | "
                     f"{v * BATCH[c['model']]:.0f} | {min(r['steps_per_s']):.2f} - {max(r['steps_per_s']):.2f} | "
-                    f"{ratio(ker)} | {ratio(jx)} | {ratio(sm)} | {r['first_s']:.2f} | {r['loss'][-1]:.3f} |")
+                    f"{' / '.join(f'{m:.1f}' for m in r['per_process'])} | {ratio(ker)} | {ratio(jx)} | {ratio(jw)} | {ratio(sm)} | {r['first_s']:.2f} | "
+                    f"{r['loss'][-1]:.3f} |")
     return rows
 
 
@@ -390,7 +451,7 @@ def machine():
                            text=True, cwd=ROOT).stdout.strip()
     return (f"{cpu}, {os.cpu_count()} cores, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') >> 30} GiB; "
             f"Python {platform.python_version()}; JAX {jax_v} (CPU), Keras {keras_v}, flowlayers {flow_v} at commit "
-            f"{commit or '?'}{' + uncommitted changes (the jax backend is not committed yet)' if dirty else ''}")
+            f"{commit or '?'}{' + uncommitted changes' if dirty else ''}")
 
 
 def loadavg():
@@ -413,13 +474,15 @@ def report(args, groups, loads, started, wall):
              f"equal work, not scaling. A round is one `fit` of "
              f"{', '.join(f'{args.steps or STEPS[m]} steps for {m}' for m in args.models.split(','))} (flowlayers and "
              f"Keras: `model.fit(x, y, batch_size, epochs=1, shuffle=False, verbose=0)`) or the same steps of the "
-             f"hand-written `jax.jit` step over the same numpy batches; median of {args.repeats} alternating timed "
-             f"rounds per contender (A B C D A B C D ...), after one warm-up round that compiles (its time: first "
-             f"round s). The ratios divide medians (and, after the semicolon, best rounds) of the same group of this run: load from elsewhere only slows a round down, so where it changed during a group (a wide min - max) the best rounds compare more fairly than the medians. The model-parallel MLP uses the "
+             f"hand-written `jax.jit` step over the same numpy batches; each contender in {args.processes} worker "
+             f"processes, {args.repeats} timed rounds in each, all alternating (A1 B1 A2 B2 ...); its median over "
+             f"those {args.processes * args.repeats} rounds, after one warm-up round per process that compiles "
+             f"(its time, the median over the processes: first round s); each process's median is listed, since one "
+             f"process's rounds can sit apart from another's of the very same program on this shared host. The ratios divide medians (and, after the semicolon, best rounds) of the same group of this run: load from elsewhere only slows a round down, so where it changed during a group (a wide min - max) the best rounds compare more fairly than the medians. The model-parallel MLP uses the "
              f"same split in all three: the four hidden Dense kernels' columns over `model` "
              f"(flowlayers: `set_layout_rules({{r\"{HIDDEN}\": (None, \"model\")}})`; Keras: `LayoutMap` + "
              f"`ModelParallel(batch_dim_name=\"data\")`; hand-written: `NamedSharding(mesh, P(None, \"model\"))`); "
-             f"the mirrored view and the shard_map step are data parallel only. Both hand-written steps donate the parameters and momenta, as flowlayers' steps do; flowlayers' processes run with `jax_enable_x64` on (its backend turns it on; the models stay float32). Contenders: `python bench/bench_jax_cpu.py --help`. 1-minute load average at the start of each group: "
+             f"the mirrored view and the shard_map step are data parallel only. The hand-written steps donate the parameters and momenta, as flowlayers' steps do. The hand-written loop and Keras' `fit` dispatch each step without waiting for the one before; on these logical CPU devices that free-running loop aborts the process once enough steps queue up (`RESULTS_jax_endurance.md`: a 200-step fit), so flowlayers dispatches a step once the step before has ended, and \"waiting\" is the hand-written loop doing the same (`block_until_ready` on the step before's loss before each dispatch). flowlayers' processes run with `jax_enable_x64` on (its backend turns it on; the models stay float32). Contenders: `python bench/bench_jax_cpu.py --help`. 1-minute load average at the start of each group: "
              f"{', '.join(loads)}; at the end: {loadavg()} (the machine is shared). Whole run: {wall:.0f} s. "
              f"Command: `python bench/bench_jax_cpu.py {' '.join(sys.argv[1:])}`.", ""]
     for (model, devices), results in groups.items():
@@ -438,18 +501,36 @@ def main():
     parser.add_argument("--models", default="lenet,mlp,mlp_mp")
     parser.add_argument("--devices", default="2,4")
     parser.add_argument("--contenders", default=",".join(CONTENDERS))
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=3, help="timed rounds per worker process")
+    parser.add_argument("--processes", type=int, default=3, help="worker processes per contender")
     parser.add_argument("--steps", type=int, help="steps per timed round (default: 20 per model)")
     parser.add_argument("--write", action="store_true", help="write the report to --out")
     parser.add_argument("--out", default=str(HERE / "RESULTS_jax.md"))
     parser.add_argument("--smoke", action="store_true", help="2 devices, 2 steps, 1 round")
+    parser.add_argument("--endurance", type=int, metavar="STEPS",
+                        help="instead of timing: each contender runs one fit of STEPS steps; did it finish?")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(json.loads(args.worker), args.steps)
     if args.smoke:
-        args.devices, args.steps, args.repeats = "2", 2, 1
+        args.devices, args.steps, args.repeats, args.processes = "2", 2, 1, 1
     echo = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    if args.endurance:
+        started = time.time()
+        rows = endurance(args, echo)
+        text = "\n".join([
+            f"# Does each contender finish a long fit? ({time.strftime('%Y-%m-%d', time.localtime(started))})", "",
+            f"Machine: {machine()}. Each contender alone in its own process on N logical CPU devices: its warm-up "
+            f"round, then one `fit` (or loop) of {args.endurance} steps over the MNIST rows again and again, nothing "
+            f"read on the host in between. XLA:CPU aborts a process whose collectives wait 40 s for a device "
+            f"(\"Termination timeout ... Exiting to ensure a consistent program state\"). Whole run: "
+            f"{time.time() - started:.0f} s. Command: `python bench/bench_jax_cpu.py {' '.join(sys.argv[1:])}`.",
+            ""] + rows) + "\n"
+        if args.write:
+            Path(HERE / "RESULTS_jax_endurance.md").write_text(text)
+        print(text)
+        return
     started, groups, loads = time.time(), {}, []
     for model in args.models.split(","):
         for devices in (int(d) for d in args.devices.split(",")):
@@ -457,7 +538,8 @@ def main():
             echo(f"{model} on {devices} devices (load {loads[-1]})")
             configs = [{"model": model, "devices": devices, "contender": k} for k in args.contenders.split(",")
                        if not (k in ("flow_mirrored", "jax_shardmap") and model == "mlp_mp")]
-            groups[(model, devices)] = run_group(configs, args.steps or STEPS[model], args.repeats, echo)
+            groups[(model, devices)] = run_group(configs, args.steps or STEPS[model], args.repeats, echo,
+                                                 args.processes)
     text = report(args, groups, loads, started, time.time() - started)
     if args.write:
         Path(args.out).write_text(text)
