@@ -347,11 +347,14 @@ class Worker:
             self.log.close()
 
 
-def run_group(configs, steps, repeats, echo, processes=1):
+def run_group(configs, steps, repeats, echo, processes=1, alone=False):
     """Each config in ``processes`` worker processes, ``repeats`` timed rounds each, in turn: A1 B1 A2 B2 ... A1 B1
     ...  One process's rounds can sit apart from another's of the very same program (on the shared 2-core host
     of RESULTS_jax.md, about 20 against 26 steps/s for the MLP): each contender's figures are its rounds in all
-    its processes."""
+    its processes.  ``alone``: one worker process alive at a time (A1 B1 A2 B2 ..., each its rounds in a row), no
+    idle worker beside it."""
+    if alone:
+        return _merged(configs, [_alone(c, steps, repeats, echo) for _ in range(processes) for c in configs])
     workers = [Worker(c, steps) for _ in range(processes) for c in configs]
     try:
         for w in workers:
@@ -368,6 +371,24 @@ def run_group(configs, steps, repeats, echo, processes=1):
     finally:
         for w in workers:
             w.close()
+    return _merged(configs, workers)
+
+
+def _alone(c, steps, repeats, echo):
+    w = Worker(c, steps)
+    try:
+        w.ask()
+        w.ask("build")
+        for _ in range(repeats):
+            w.ask("run")
+    finally:
+        w.close()
+    echo(f"  {c['contender']} alone: " + ", ".join(f"{v:.2f}" for v in w.result["steps_per_s"]))
+    return w
+
+
+def _merged(configs, workers):
+    """Per config, its workers' results as one: every round, the median first round, each process's median."""
     merged = []
     for c in configs:
         mine = [w.result for w in workers if w.config is c]
@@ -475,7 +496,9 @@ def report(args, groups, loads, started, wall):
              f"{', '.join(f'{args.steps or STEPS[m]} steps for {m}' for m in args.models.split(','))} (flowlayers and "
              f"Keras: `model.fit(x, y, batch_size, epochs=1, shuffle=False, verbose=0)`) or the same steps of the "
              f"hand-written `jax.jit` step over the same numpy batches; each contender in {args.processes} worker "
-             f"processes, {args.repeats} timed rounds in each, all alternating (A1 B1 A2 B2 ...); its median over "
+             f"processes, {args.repeats} timed rounds in each, " + (
+                 "one process alive at a time, its rounds in a row (A1 A1 A1 B1 B1 B1 A2 ...); " if args.alone else
+                 "all alternating (A1 B1 A2 B2 ...); ") + f"its median over "
              f"those {args.processes * args.repeats} rounds, after one warm-up round per process that compiles "
              f"(its time, the median over the processes: first round s); each process's median is listed, since one "
              f"process's rounds can sit apart from another's of the very same program on this shared host. The ratios divide medians (and, after the semicolon, best rounds) of the same group of this run: load from elsewhere only slows a round down, so where it changed during a group (a wide min - max) the best rounds compare more fairly than the medians. The model-parallel MLP uses the "
@@ -503,6 +526,8 @@ def main():
     parser.add_argument("--contenders", default=",".join(CONTENDERS))
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds per worker process")
     parser.add_argument("--processes", type=int, default=3, help="worker processes per contender")
+    parser.add_argument("--alone", action="store_true",
+                        help="one worker process alive at a time, its rounds in a row (A1 B1 A2 B2 ...)")
     parser.add_argument("--steps", type=int, help="steps per timed round (default: 20 per model)")
     parser.add_argument("--write", action="store_true", help="write the report to --out")
     parser.add_argument("--out", default=str(HERE / "RESULTS_jax.md"))
@@ -539,7 +564,7 @@ def main():
             configs = [{"model": model, "devices": devices, "contender": k} for k in args.contenders.split(",")
                        if not (k in ("flow_mirrored", "jax_shardmap") and model == "mlp_mp")]
             groups[(model, devices)] = run_group(configs, args.steps or STEPS[model], args.repeats, echo,
-                                                 args.processes)
+                                                 args.processes, args.alone)
     text = report(args, groups, loads, started, time.time() - started)
     if args.write:
         Path(args.out).write_text(text)
