@@ -46,6 +46,43 @@ def test_on_batch_calls_match_keras(view, n):
     np.testing.assert_allclose(ours.predict_on_batch(x[:3]), theirs.predict_on_batch(x[:3]), atol=1e-5)
 
 
+@pytest.mark.parametrize("view, n", PLACES, ids=[f"{v}{n}" for v, n in PLACES])
+def test_a_frozen_layer_stays_as_it_was_while_the_others_train_as_in_keras(view, n):
+    """A layer frozen after compile keeps its values through several steps while layers and batch-norm statistics
+    of the very same shapes train and update beside it: the frozen values are read by every step, never written
+    (nor handed to the engine to reuse for another output), and the rest ends where Keras' does."""
+    flow.config.set_view(view)
+    flow.config.gpu_device_num(n)
+    flow.clear_session()
+
+    def build(api):
+        x = api.Input((8,))
+        h = api.layers.Dense(8, activation="relu", name="frozen")(x)
+        h = api.layers.Dense(8, activation="relu", name="trained")(h)
+        h = api.layers.BatchNormalization(name="bn")(h)     # its moving statistics: state the step writes
+        return api.Model(x, api.layers.Dense(3, name="out")(h))
+
+    ours, theirs = build(flow), build(keras)
+    theirs.set_weights(ours.get_weights())
+    for m in (ours, theirs):
+        m.get_layer("frozen").trainable = False
+    ours.compile(flow.optimizers.SGD(0.1, momentum=0.9), flow.losses.SparseCategoricalCrossentropy(from_logits=True))
+    theirs.compile(keras.optimizers.SGD(0.1, momentum=0.9), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((24, 8)).astype(np.float32), rng.integers(0, 3, 24)
+    frozen, trained = ours.get_layer("frozen").get_weights(), ours.get_layer("trained").get_weights()
+    for _ in range(2):
+        ours.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+        theirs.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    for a, b in zip(ours.get_layer("frozen").get_weights(), frozen):
+        np.testing.assert_array_equal(a, b)
+    assert not np.allclose(ours.get_layer("trained").get_weights()[0], trained[0])
+    if view == "mirrored" and n > 1:
+        return      # each replica normalises its own rows there, as under Keras' MirroredStrategy: not one Keras model
+    for a, b in zip(ours.get_weights(), theirs.get_weights()):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
 @pytest.mark.parametrize("metrics, keys", [
     (["accuracy"], ["loss", "accuracy"]),
     (["acc"], ["loss", "acc"]),

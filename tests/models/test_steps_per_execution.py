@@ -13,7 +13,7 @@ X = RNG.normal(size=(150, 12)).astype(np.float32)
 Y = RNG.integers(0, 4, 150)
 
 
-def train(spe, view="consistent", n=2, callbacks=(), **fit):
+def train(spe, view="consistent", n=2, callbacks=(), rate=0.1, **fit):
     if view == "consistent":
         consistent(n, {"data": n} if n > 1 else None)
     else:
@@ -23,7 +23,7 @@ def train(spe, view="consistent", n=2, callbacks=(), **fit):
     x = flow.Input((12,))
     h = flow.layers.Dense(16, activation="relu", name="hidden")(x)
     model = flow.Model(x, flow.layers.Dense(4, name="out")(h))
-    model.compile(flow.optimizers.SGD(0.1, momentum=0.9), flow.losses.SparseCategoricalCrossentropy(from_logits=True),
+    model.compile(flow.optimizers.SGD(rate, momentum=0.9), flow.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"], steps_per_execution=spe)
     history = model.fit(X, Y, batch_size=32, verbose=0, callbacks=list(callbacks), **{"epochs": 3, **fit})
     return model, history
@@ -41,6 +41,20 @@ def test_groups_of_steps_train_as_single_steps(view, n):
         assert all(isinstance(v, float) for v in h4.history[key])
         np.testing.assert_allclose(h1.history[key], h4.history[key], atol=1e-6)
         np.testing.assert_allclose(h4.history[key], reference.history[key], atol=1e-5)
+
+
+@pytest.mark.parametrize("view, n", [("consistent", 2), ("mirrored", 2)])
+def test_each_step_of_a_group_takes_its_own_scheduled_rate(view, n):
+    """A rate that changes inside a group (after steps 3 and 7 of 15) reaches each of the group's steps as it
+    reaches single steps: the same weights as K = 1, and not those of the group's first rate for all its steps."""
+    rate = flow.optimizer.PiecewiseConstantScheduler([3, 7], [0.1, 0.03, 0.01])
+    one, _ = train(1, view, n, rate=rate)
+    four, _ = train(4, view, n, rate=rate)
+    for a, b in zip(one.get_weights(), four.get_weights()):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert [four.optimizer.learning_rate_at(i) for i in (2, 3, 6, 7)] == [0.1, 0.03, 0.03, 0.01]
+    flat, _ = train(4, view, n, rate=0.1)
+    assert max(np.abs(a - b).max() for a, b in zip(flat.get_weights(), four.get_weights())) > 1e-3
 
 
 def test_batch_hooks_run_once_per_group_with_its_last_batch_and_read_logs():
