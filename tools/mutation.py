@@ -65,7 +65,8 @@ TARGETS = {
     "flowlayers/framework/placement.py": ERROR_TESTS + [T + "test_placement_value.py"],
     "flowlayers/framework/compiled.py": [T + "test_placement_value.py", T + "parallel/test_rules_change.py",
                                          T + "parallel/test_hybrid.py",
-                                         T + "parallel/test_view_equivalence.py", T + "test_checkpoints.py"],
+                                         T + "parallel/test_view_equivalence.py", T + "test_checkpoints.py",
+                                         T + "models/test_steps_per_execution.py"],
     # data sources
     "flowlayers/models/data_adapter.py": [T + "models/test_data_adapters.py", T + "models/test_keras_surface.py",
                                           T + "test_checkpoints.py"],
@@ -79,7 +80,7 @@ TARGETS = {
     + CHECKPOINT_TESTS,
     "flowlayers/train.py": CHECKPOINT_TESTS,
     # the user-error checks
-    "flowlayers/framework/variable.py": ERROR_TESTS,
+    "flowlayers/framework/variable.py": ERROR_TESTS + [T + "parallel/test_view_equivalence.py"],
     "flowlayers/inputs.py": ERROR_TESTS,
     "flowlayers/config.py": ERROR_TESTS + [T + "test_placement_value.py"],
     # whole-model save, regularizers, placements on some devices
@@ -99,7 +100,8 @@ TARGETS = {
     "flowlayers/launch.py": [T + "processes/test_launch.py"],
     "flowlayers/env.py": [T + "processes/test_launch.py"],
     "flowlayers/framework/cluster.py": [T + "processes/test_launch.py"],
-    "backends/flowlayers_jax/executable.py": [T + "models/test_steps_per_execution.py", T + "test_cross_backend.py"],
+    "backends/flowlayers_jax/executable.py": [T + "models/test_steps_per_execution.py", T + "test_cross_backend.py",
+                                              T + "test_jax_backend.py", T + "models/test_keras_surface.py"],
     "backends/flowlayers_jax/mirrored.py": [T + "models/test_steps_per_execution.py", T + "test_cross_backend.py"],
     "backends/flowlayers_jax/consistent.py": [T + "models/test_steps_per_execution.py", T + "test_cross_backend.py"],
 }
