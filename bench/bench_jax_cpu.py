@@ -39,6 +39,7 @@ the same group of the same run.  The logical devices share the host's cores: the
 the frameworks' overheads at equal work, not speed-ups.
 """
 import argparse
+import contextlib
 import gzip
 import json
 import os
@@ -374,15 +375,22 @@ def run_group(configs, steps, repeats, echo, processes=1, alone=False):
     return _merged(configs, workers)
 
 
-def _alone(c, steps, repeats, echo):
+@contextlib.contextmanager
+def _built(c, steps):
+    """A worker for ``c`` that has built its contender and run its warm-up round; closed on the way out."""
     w = Worker(c, steps)
     try:
         w.ask()
         w.ask("build")
-        for _ in range(repeats):
-            w.ask("run")
+        yield w
     finally:
         w.close()
+
+
+def _alone(c, steps, repeats, echo):
+    with _built(c, steps) as w:
+        for _ in range(repeats):
+            w.ask("run")
     echo(f"  {c['contender']} alone: " + ", ".join(f"{v:.2f}" for v in w.result["steps_per_s"]))
     return w
 
@@ -402,29 +410,31 @@ def endurance(args, echo):
     """Each contender alone in its own process: one ``fit`` (or loop) of ``args.endurance`` steps after its
     warm-up round; did the process finish?"""
     rows = ["| model | devices | contender | steps | outcome |", "|---|---|---|---|---|"]
+    for model, devices, configs in groups_of(args):
+        for c in configs:
+            with _built(c, args.steps or STEPS[model]) as w:
+                t = time.perf_counter()
+                try:
+                    outcome = f"finished in {w.ask(f'endure {args.endurance}')['endured_s']:.1f} s"
+                except RuntimeError as e:
+                    w.log.seek(0)
+                    fatal = [ln for ln in w.log.read().splitlines() if ln.startswith("F") and "rendezvous" in ln]
+                    why = (re.sub(r"^F\S+\s+\S+\s+\S+\s+\S+\s+", "", fatal[0]).replace("`", "'")
+                           if fatal else str(e).splitlines()[0])
+                    outcome = f"**process aborted** after {time.perf_counter() - t:.0f} s: {why}"
+            echo(f"  {model} {devices} dev {c['contender']}: {outcome}")
+            rows.append(f"| {model} | {devices} | {CONTENDERS[c['contender']]} | {args.endurance} | {outcome} |")
+    return rows
+
+
+def groups_of(args):
+    """(model, devices, configs) for each group of the run; the mirrored view and the shard_map step are data
+    parallel only, so they sit out the model-parallel MLP."""
     for model in args.models.split(","):
         for devices in (int(d) for d in args.devices.split(",")):
-            for k in args.contenders.split(","):
-                if k in ("flow_mirrored", "jax_shardmap") and model == "mlp_mp":
-                    continue
-                w = Worker({"model": model, "devices": devices, "contender": k}, args.steps or STEPS[model])
-                try:
-                    w.ask()
-                    w.ask("build")
-                    t = time.perf_counter()
-                    try:
-                        outcome = f"finished in {w.ask(f'endure {args.endurance}')['endured_s']:.1f} s"
-                    except RuntimeError as e:
-                        w.log.seek(0)
-                        fatal = [ln for ln in w.log.read().splitlines() if ln.startswith("F") and "rendezvous" in ln]
-                        why = (re.sub(r"^F\S+\s+\S+\s+\S+\s+\S+\s+", "", fatal[0]).replace("`", "'")
-                               if fatal else str(e).splitlines()[0])
-                        outcome = f"**process aborted** after {time.perf_counter() - t:.0f} s: {why}"
-                finally:
-                    w.close()
-                echo(f"  {model} {devices} dev {k}: {outcome}")
-                rows.append(f"| {model} | {devices} | {CONTENDERS[k]} | {args.endurance} | {outcome} |")
-    return rows
+            yield model, devices, [{"model": model, "devices": devices, "contender": k}
+                                   for k in args.contenders.split(",")
+                                   if not (k in ("flow_mirrored", "jax_shardmap") and model == "mlp_mp")]
 
 
 def median(v):
@@ -527,7 +537,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds per worker process")
     parser.add_argument("--processes", type=int, default=3, help="worker processes per contender")
     parser.add_argument("--alone", action="store_true",
-                        help="one worker process alive at a time, its rounds in a row (A1 B1 A2 B2 ...)")
+                        help="one worker process alive at a time, its rounds in a row (A1 A1 A1 B1 B1 B1 A2 ...)")
     parser.add_argument("--steps", type=int, help="steps per timed round (default: 20 per model)")
     parser.add_argument("--write", action="store_true", help="write the report to --out")
     parser.add_argument("--out", default=str(HERE / "RESULTS_jax.md"))
@@ -557,14 +567,11 @@ def main():
         print(text)
         return
     started, groups, loads = time.time(), {}, []
-    for model in args.models.split(","):
-        for devices in (int(d) for d in args.devices.split(",")):
-            loads.append(loadavg())
-            echo(f"{model} on {devices} devices (load {loads[-1]})")
-            configs = [{"model": model, "devices": devices, "contender": k} for k in args.contenders.split(",")
-                       if not (k in ("flow_mirrored", "jax_shardmap") and model == "mlp_mp")]
-            groups[(model, devices)] = run_group(configs, args.steps or STEPS[model], args.repeats, echo,
-                                                 args.processes, args.alone)
+    for model, devices, configs in groups_of(args):
+        loads.append(loadavg())
+        echo(f"{model} on {devices} devices (load {loads[-1]})")
+        groups[(model, devices)] = run_group(configs, args.steps or STEPS[model], args.repeats, echo,
+                                             args.processes, args.alone)
     text = report(args, groups, loads, started, time.time() - started)
     if args.write:
         Path(args.out).write_text(text)
