@@ -27,7 +27,7 @@ Handle = Any            # the engine's own variable object, opaque to the front 
 Axes = List[Tuple[str, int]]
 
 __all__ = ["Backend", "Runtime", "Executable", "Kernel", "KernelContext", "ArrayNamespace", "Handle", "Placement",
-           "Program", "VariableSpec", "Cluster", "Plan", "Boxing", "Rows", "functional", "op_names", "check_backend", "run_steps",
+           "Program", "VariableSpec", "Cluster", "Plan", "Boxing", "Rows", "Pending", "read_all", "total", "functional", "op_names", "check_backend", "run_steps",
            "step_by_step", "add_kernel", "micro_batches"]
 
 
@@ -105,10 +105,12 @@ class Executable(Protocol):
         ``handles`` the engine handle of every variable and optimizer slot by path (the same mapping object while
         nothing moved; a new one after a value moved, and then traced steps holding the old ones are stale).
         Returns one host value per output in ``program.output_modes``, then the watched gradients
-        (``program.gradients``) as logical arrays.  A ``"sum"`` output may instead be the engine's scalar, read
-        only when the front end needs it (``float``): an engine that dispatches asynchronously then runs ahead of
-        the host.  Optional: ``steps(feeds, handles, lrs, first_step)``, several steps in one dispatch
-        (``run_steps``)."""
+        (``program.gradients``) as logical arrays.  A ``"sum"`` output may instead be a ``Pending`` holding the
+        engine's value, read only when the front end needs it: an engine that dispatches asynchronously then runs
+        ahead of the host.  Optional: ``steps(feeds, handles, lrs, first_step)``, several steps in one dispatch
+        (``run_steps``); ``takes_rows(rows)``, true where one step of ``rows`` rows of whole training arrays runs
+        faster through ``steps`` with ``Rows`` (the arrays kept on the devices) than fed them (``fit`` then does
+        so)."""
 
 
 class KernelContext(Protocol):
@@ -139,6 +141,55 @@ class Rows:
         return np.take(self.source, self.index, axis=0)
 
 
+class Pending:
+    """A ``"sum"`` output still on the engine's devices (``Executable.__call__``): ``value`` what the engine needs to
+    read it, ``reader`` the engine's object that reads such values: ``reader.read(values)``, their host arrays, read
+    together (one wait, the transfers overlapped: a GPU read one at a time waits a round trip each); optionally
+    ``reader.total(values)``, the float64 sum of all their elements, where the engine can add them up with fewer
+    reads.  ``np.asarray`` and ``float`` read one alone; ``read_all`` and ``total`` many at once."""
+    __slots__ = ("value", "reader")
+
+    def __init__(self, value, reader):
+        self.value, self.reader = value, reader
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.reader.read([self.value])[0], dtype=dtype)
+
+    def __float__(self):
+        return float(self.__array__())
+
+
+def read_all(values):
+    """The host arrays of ``values``: the ``Pending`` ones read together, one ``read`` per engine reader."""
+    values = list(values)
+    for reader, ks in _by_reader(values).items():
+        for k, host in zip(ks, reader.read([values[k].value for k in ks])):
+            values[k] = host
+    return [np.asarray(v) for v in values]
+
+
+def total(values):
+    """The float64 sum of every element of ``values`` (scalars or arrays, some maybe ``Pending``): each engine
+    reader's values summed by its ``total`` where it has one, else read together and summed on the host."""
+    values, result = list(values), 0.0
+    for reader, ks in _by_reader(values).items():
+        if hasattr(reader, "total"):
+            result += float(reader.total([values[k].value for k in ks]))
+            for k in ks:
+                values[k] = None
+    return result + sum(float(np.sum(np.asarray(v, np.float64))) for v in read_all(v for v in values
+                                                                                     if v is not None))
+
+
+def _by_reader(values):
+    """``{reader: [index of each Pending value it reads]}``, in order."""
+    groups = {}
+    for k, v in enumerate(values):
+        if isinstance(v, Pending):
+            groups.setdefault(v.reader, []).append(k)
+    return groups
+
+
 def run_steps(executable, feeds, handles, lrs, first_step):
     """``len(lrs)`` steps of ``executable`` in a row, at rates ``lrs`` and steps ``first_step, first_step + 1, ...``;
     ``feeds``: per input, a ``Rows`` or an array stacked over the steps.  Returns per output the values of every
@@ -162,7 +213,7 @@ def step_by_step(executable, feeds, handles, lrs, first_step):
     """``run_steps`` as one call of ``executable`` per step (what an executable's ``steps`` may fall back to)."""
     stacked = [f.gather() if isinstance(f, Rows) else f for f in feeds]
     per_step = [executable([f[k] for f in stacked], handles, lr, first_step + k) for k, lr in enumerate(lrs)]
-    return [np.stack([np.asarray(v) for v in values]) for values in zip(*per_step)]
+    return [np.stack(read_all(values)) for values in zip(*per_step)]
 
 
 class Kernel(Protocol):

@@ -21,3 +21,97 @@ def test_steps_dispatched_ahead_on_several_cpu_devices_finish(view):
                           text=True, timeout=240, env=dict(os.environ, XLA_FLAGS=""))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "trained 62 steps" in done.stdout
+
+
+def _running_steps(sums):
+    """Each step's pending sums as ``_counted`` leaves them: per output its sum and the running totals (float64, on
+    the device) before and after the step."""
+    import jax.numpy as jnp
+    from flowlayers.contract import Pending
+    from flowlayers_jax.executable import RUNNING_TOTALS
+
+    running = [jnp.zeros(sums.shape[1], jnp.float64)]
+    for s in sums:
+        running.append(running[-1] + jnp.asarray(s, jnp.float64))
+    return [[Pending((running[i], running[i + 1], k, jnp.asarray(sums[i, k])), RUNNING_TOTALS)
+             for k in range(sums.shape[1])]
+            for i in range(len(sums))]
+
+
+def test_a_steps_pending_sums_read_as_its_sums():
+    import numpy as np
+    from flowlayers import contract
+
+    sums = np.random.default_rng(0).normal(size=(5, 2)).astype(np.float32) * 100
+    steps = _running_steps(sums)
+    assert float(steps[3][1]) == sums[3, 1]
+    read = contract.read_all([steps[i][k] for i in range(5) for k in range(2)] + [np.float32(7.0)])
+    np.testing.assert_array_equal(read[:-1], sums.ravel())
+    assert read[-1] == 7.0
+
+
+def test_the_total_of_a_run_of_steps_takes_two_reads_and_a_gap_or_another_output_starts_a_new_run(monkeypatch):
+    import jax
+    import numpy as np
+    from flowlayers import contract
+
+    sums = np.random.default_rng(1).normal(size=(8, 2)).astype(np.float32)
+    steps = _running_steps(sums)
+    reads, device_get = [], jax.device_get
+    monkeypatch.setattr(jax, "device_get", lambda arrays: reads.append(len(arrays)) or device_get(arrays))
+    exact = sums.astype(np.float64)
+
+    assert abs(contract.total([s[0] for s in steps]) - exact[:, 0].sum()) < 1e-12
+    assert reads == [2]
+    gapped = [0, 1, 2, 5, 6]
+    assert abs(contract.total([steps[i][1] for i in gapped]) - exact[gapped, 1].sum()) < 1e-12
+    assert reads[1:] == [4]
+    mixed = [steps[0][0], steps[1][1], steps[2][1], np.float32(0.5)]
+    assert abs(contract.total(mixed) - (exact[0, 0] + exact[1, 1] + exact[2, 1] + 0.5)) < 1e-12
+
+
+@pytest.mark.parametrize("view", ["consistent", "mirrored"])
+def test_steps_fed_as_rows_kept_on_the_devices_train_as_steps_fed_their_rows(view):
+    """On a GPU ``fit`` hands a step of large rows the numbers of its rows of the training arrays, kept on the
+    devices (``takes_rows``); here on CPU devices that path, forced, matches the one that feeds the rows, epoch
+    losses, a last smaller batch, the evaluation and the weights."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(70, 12)).astype("float32"), rng.integers(0, 4, 70).astype("int32")
+    flow.config.set_view(view)
+    runs = []
+    for takes_rows in (False, True):
+        flow.clear_session()
+        flow.config.set_seed(5)
+        inputs = flow.Input((12,))
+        model = flow.Model(inputs, flow.layers.Dense(4)(flow.layers.Dense(16, activation="relu")(inputs)))
+        model.compile(flow.optimizers.SGD(0.1, momentum=0.9), flow.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=["accuracy"])
+        for phase in ("train", "eval"):
+            executable = model._executable(phase).executable
+            assert executable.takes_rows(1 << 20) is False       # CPU devices read the rows where they are
+            executable.takes_rows = lambda rows, takes=takes_rows: takes
+        history = model.fit(x, y, batch_size=16, epochs=3, shuffle=True, verbose=0)
+        runs.append((history.history, model.evaluate(x, y, batch_size=16, verbose=0),
+                     [np.asarray(w) for w in model.get_weights()]))
+    (fed, fed_eval, fed_w), (rows, rows_eval, rows_w) = runs
+    for name in ("loss", "accuracy"):
+        np.testing.assert_allclose(rows[name], fed[name], rtol=1e-5)
+    np.testing.assert_allclose(rows_eval, fed_eval, rtol=1e-5)
+    for a, b in zip(rows_w, fed_w):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_sum_that_was_not_finite_leaves_the_totals_of_later_runs_as_their_own_sums():
+    """The running totals keep a NaN or inf sum of any step before; a later run's total is still its own."""
+    import numpy as np
+    from flowlayers import contract
+
+    sums = np.arange(1, 13, dtype=np.float32).reshape(6, 2)
+    sums[2, 0], sums[3, 1] = np.nan, np.inf
+    steps = _running_steps(sums)
+    assert contract.total([s[0] for s in steps[3:]]) == sums[3:, 0].sum()
+    assert contract.total([s[1] for s in steps[4:]]) == sums[4:, 1].sum()
+    assert np.isnan(contract.total([s[0] for s in steps]))
+    assert contract.total([s[1] for s in steps[:5]]) == np.inf

@@ -18,20 +18,24 @@ from .lowering import PlannedContext, run_graph
 
 class ConsistentExecutable(BaseExecutable):
     def __call__(self, feeds, handles, lr=0.0, step=1):
-        p, rt = self.program, self.runtime
+        p = self.program
         self._bind(handles)
         chunks = micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
         sizes = tuple(len(c[0]) if c and np.ndim(c[0]) else None for c in chunks)
-        plans = [self.plan(size) for size in sizes]
         update = self._updates_variables(step)
+        fn = self._fns.get((sizes, update)) or self._compiled_step(sizes, update, chunks)
+        outs = self._called(self._run(fn, chunks, *self._scalars(lr, step)), step + 1)
+        # a sum (a loss or metric total) stays on the devices until the host reads it: the next step goes ahead
+        return [o if mode == "sum" else host(o) for o, mode in zip(outs, self._modes)]
+
+    def _compiled_step(self, sizes, update, chunks):
+        p, rt = self.program, self.runtime
+        plans = [self.plan(size) for size in sizes]
         # each device receives its block of the batch only: the planned sharding of each input
         placed = [[rt.sharding(plan.sbp[x], np.ndim(f)) for f, x in zip(chunk, p.inputs)]
                   for chunk, plan in zip(chunks, plans)]
-        fn = self._jit((sizes, update), self._counted(lambda *a: self._step(plans, update, *a)), p.phase == "train",
-                       [placed, rt.replicated(), rt.replicated()])
-        outs = self._called(self._run(fn, chunks, *self._scalars(lr, step)), step)
-        # a sum (a loss or metric total) stays on the devices until the host reads it: the next step goes ahead
-        return [o if mode == "sum" else host(o) for o, mode in zip(outs, p.output_modes + ["numpy"] * len(p.gradients))]
+        return self._jit((sizes, update), self._counted(lambda *a: self._step(plans, update, *a)), p.phase == "train",
+                         [placed, rt.replicated(), rt.replicated(1), rt.replicated()])
 
     def steps(self, feeds, handles, lrs, first_step):
         """Several steps as one scanned ``jax.jit``, a training array's rows gathered on the devices."""
@@ -55,10 +59,10 @@ class ConsistentExecutable(BaseExecutable):
             # results otherwise (a replicated bias came back split over "model" on a (model, data) mesh)
             return outs, *[self._keep(group, k) for k, group in enumerate(carry)]
 
-        fn = self._jit(("steps", rows_of(feeds), kinds, uses), scanned, p.phase == "train",
+        fn = self._jit(("steps", rows_of(feeds), kinds, uses), self._counted(scanned, steps=True), p.phase == "train",
                        [[None if s is None else rt.replicated(s.ndim) for s in sources], shardings, rt.replicated(1),
-                        rt.replicated()])
-        return self._run(fn, sources, xs, np.asarray(lrs, np.float32), np.float32(first_step))
+                        rt.replicated(1), rt.replicated()])
+        return self._called(self._run(fn, sources, xs, *self._steps_scalars(lrs, first_step)), first_step + len(lrs))
 
     def _step(self, plans, update, trained, slots, updated, read, chunks, lr, step):
         p = self.program

@@ -9,12 +9,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowlayers.contract import Rows, functional
+from flowlayers.contract import Pending, Rows, functional
 from flowlayers.errors import ConfigError, EngineError, FlowLayersError
 
 # XLA:CPU runs convolutions and pooling inside a loop several times slower than alone (LeNet, 32 steps scanned on
 # logical CPU devices: 6x slower per step, 100 s to compile): on CPUs their steps are dispatched one by one
 WINDOWED = ("conv2d", "conv2d_transpose", "max_pool2d", "avg_pool2d")
+ROWS_FROM_BYTES = 1 << 20      # a step's rows from which a GPU step gathers them on the device (takes_rows)
 _in_flight = [None]     # the arrays of the last step dispatched on several CPU devices (see BaseExecutable._waits)
 
 
@@ -44,7 +45,8 @@ class BaseExecutable:
         self._read = [v.path for v in p.variables if v.path not in written]
         self._handles, self._fns, self._box_shardings = None, {}, None
         self._math = functional.FunctionalMath(jnp)
-        self._lr = self._next_step = None
+        self._lr = self._lrs = self._next_step = self._running = None
+        self._modes = program.output_modes + ["numpy"] * len(program.gradients)
         # On several CPU devices a step is dispatched only once the step before (of any program) has ended; the
         # host still prepares it meanwhile.  XLA:CPU runs the devices' programs on one thread pool as large as the
         # cores: with two steps in flight, the devices done with the first can hold every thread waiting in the
@@ -53,6 +55,7 @@ class BaseExecutable:
         # (several processes: each its own pool, the same rule within it)
         self._waits = runtime.waits
         self._scans = self._can_scan()
+        self._row_bytes = sum(_row_bytes(x) for x in program.inputs)
 
     def _check_placements(self):
         placed = next((n for n in self.program.nodes if n.placement is not None), None)
@@ -112,27 +115,65 @@ class BaseExecutable:
         return self._fns[key]
 
     def _scalars(self, lr, step):
-        """The step's rate and number on the devices: the rate kept while it stays, the number the step before
-        computed (``_counted``), so a step transfers only its batch (a transfer each costs, on a GPU, as much as a
-        small model's step)."""
+        """The step's rate, running totals and number on the devices: the rate kept while it stays, the totals and
+        number the step before computed (``_counted``), so a step transfers only its batch (a transfer each costs,
+        on a GPU, as much as a small model's step)."""
         if self._lr is None or self._lr[0] != lr:
             self._lr = (lr, self.runtime.put(np.float32(lr), self.runtime.replicated()))
-        known = self._next_step
-        number = known[1] if known is not None and known[0] == step else np.float32(step)
-        return self._lr[1], number
+        return self._lr[1], self._totals(), self._number(step)
 
-    @staticmethod
-    def _counted(step_fn):
-        """``step_fn`` returning also the next step's number, computed on the devices."""
+    def _steps_scalars(self, lrs, first_step):
+        """``_scalars`` of several steps: their rates (kept while they stay), the running totals, the first
+        step's number."""
+        lrs = np.asarray(lrs, np.float32)
+        if self._lrs is None or not np.array_equal(self._lrs[0], lrs):
+            self._lrs = (lrs, self.runtime.put(lrs, self.runtime.replicated(1)))
+        return self._lrs[1], self._totals(), self._number(first_step)
+
+    def _totals(self):
+        if self._running is None:
+            self._running = self.runtime.put(np.zeros(self._modes.count("sum"), np.float64),
+                                             self.runtime.replicated(1))
+        return self._running
+
+    def _number(self, step):
+        known = self._next_step
+        if known is not None and known[0] == step:
+            return known[1]
+        # placed as the step places the number it computes, so that both take one trace
+        return self.runtime.put(np.float32(step), self.runtime.replicated())
+
+    def _counted(self, step_fn, steps=False):
+        """``step_fn(..., lr, step)`` (``steps``: ``(..., lrs, first)``, one step per rate) taking also the running
+        totals (after the rates): it returns besides its outputs the totals with its sums added, in float64, and
+        the next step's number, both computed on the devices."""
+        modes = self._modes
+
         def counted(*args):
-            outs, *new = step_fn(*args)
-            return [*outs, args[-1] + 1], *new
+            *rest, running, step = args
+            outs, *new = step_fn(*rest, step)
+            sums = [jnp.sum(o, dtype=jnp.float64) for o, m in zip(outs, modes) if m == "sum"]
+            if sums:
+                running = running + jnp.stack(sums)
+            return [*outs, running, step + (rest[-1].shape[0] if steps else 1)], *new
         return counted
 
-    def _called(self, outs, step):
-        """The outputs of a ``_counted`` step, the next step's number kept."""
-        self._next_step = (step + 1, outs[-1])
-        return outs[:-1]
+    def _called(self, outs, next_step):
+        """The outputs of a ``_counted`` step, each sum pending (``RunningTotals``) with the totals before and
+        after it; the totals and the number of step ``next_step`` kept for the step after."""
+        *outs, running, number = outs
+        self._next_step = (next_step, number)
+        before, self._running = self._running, running
+        sums = iter(range(self._modes.count("sum")))
+        return [Pending((before, running, next(sums), o), RUNNING_TOTALS) if m == "sum" else o
+                for o, m in zip(outs, self._modes)]
+
+    def takes_rows(self, rows):
+        """Whether a step of ``rows`` rows of whole training arrays runs faster gathering them from the arrays kept
+        on the devices (``steps`` with ``Rows``) than fed them: on a GPU, from ``ROWS_FROM_BYTES`` of rows a step
+        (fed rows cross from pageable host memory; below, the gather costs more: bench/RESULTS_jax_gpu.md).  A CPU
+        device reads fed rows where they are."""
+        return self._scans and self.runtime.platform != "cpu" and rows * self._row_bytes >= ROWS_FROM_BYTES
 
     def _updates_variables(self, step):
         return self.program.optimizer is None or self.program.optimizer.is_update_step(step)
@@ -180,6 +221,13 @@ class BaseExecutable:
 
     def _keep(self, values, group):
         return [jax.lax.with_sharding_constraint(v, s) for v, s in zip(values, self._shardings[group])]
+
+
+def _row_bytes(blob):
+    """The bytes of one row of an input (0 where its row's shape is not known)."""
+    if not blob.shape or any(d is None for d in blob.shape[1:]):
+        return 0
+    return int(np.prod(blob.shape[1:], dtype=np.int64)) * np.dtype(blob.dtype.numpy).itemsize
 
 
 def _placing(fn, place, waits):
@@ -251,6 +299,43 @@ def probes(forward, trained, program, vary=lambda z: z):
 
 def host(value):
     return np.asarray(value)
+
+
+class RunningTotals:
+    """Reads the sums of a ``_counted`` step: a pending value is ``(before, after, k, value)``, output ``k``'s
+    sum (``value``, stacked over the steps of ``steps``) and the running totals before and after the step that
+    added it (float64 arrays on the devices).  The steps of a run, each starting where the one before ended (an
+    epoch's), add up to the last ``after[k]`` less the first ``before[k]``: two reads for a whole run, where reading
+    each step's sum waits a round trip each on a GPU (a run's total that is not finite is its sums' own)."""
+    @staticmethod
+    def read(values):
+        return jax.device_get([v[3] for v in values])
+
+    @staticmethod
+    def total(values):
+        runs = []       # [before, after, k, the run's values]
+        for value in values:
+            before, after, k, _ = value
+            if runs and runs[-1][1] is before and runs[-1][2] == k:
+                runs[-1][1] = after
+                runs[-1][3].append(value)
+            else:
+                runs.append([before, after, k, [value]])
+        distinct = list({id(a): a for run in runs for a in run[:2]}.values())
+        host = {id(a): h for a, h in zip(distinct, jax.device_get(distinct))}
+        result = 0.0
+        for before, after, k, run in runs:
+            with np.errstate(invalid="ignore"):     # inf less inf: not finite, as the check below expects
+                total = float(host[id(after)][k] - host[id(before)][k])
+            if not np.isfinite(total):
+                # a step's sum that was not finite stays in the totals of every later step: the run's own sums
+                # tell whether it is one of them
+                total = float(sum(np.sum(v, dtype=np.float64) for v in RunningTotals.read(run)))
+            result += total
+        return result
+
+
+RUNNING_TOTALS = RunningTotals()
 
 
 def _placement_error(what, program, where, view):

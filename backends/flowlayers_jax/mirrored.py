@@ -40,11 +40,10 @@ class MirroredExecutable(BaseExecutable):
         update = self._updates_variables(step)
         rep = self.runtime.replicated()
         fn = self._jit((even, update), self._counted(lambda *a: self._step(update, *a)), p.phase == "train",
-                       [[split] * len(placed), None if even else split, rep, rep])
-        outs = self._called(self._run(fn, placed, counts, *self._scalars(lr, step)), step)
-        modes = p.output_modes + ["numpy"] * len(p.gradients)
+                       [[split] * len(placed), None if even else split, rep, self.runtime.replicated(1), rep])
+        outs = self._called(self._run(fn, placed, counts, *self._scalars(lr, step)), step + 1)
         blobs = list(p.outputs) + list(p.gradients)
-        return [self._fetch(o, m, b, rows, width) for o, m, b in zip(outs, modes, blobs)]
+        return [self._fetch(o, m, b, rows, width) for o, m, b in zip(outs, self._modes, blobs)]
 
     def steps(self, feeds, handles, lrs, first_step):
         """Several steps as one scanned step inside the ``shard_map``, a training array's rows gathered by each
@@ -56,10 +55,11 @@ class MirroredExecutable(BaseExecutable):
         split_steps = NamedSharding(rt.mesh, PartitionSpec(None, AXIS))
         sources, xs, uses = stacked_feeds(feeds, rt.stage)
         kinds = tuple(s is None for s in sources)
-        fn = self._jit(("steps", kinds, uses), lambda *a: self._scan_replicas(uses, *a), p.phase == "train",
-                       [[None if s is None else rt.replicated(s.ndim) for s in sources], [split_steps] * len(xs),
-                        rt.replicated(1), rt.replicated()])
-        return self._run(fn, sources, xs, np.asarray(lrs, np.float32), np.float32(first_step))
+        fn = self._jit(("steps", kinds, uses), self._counted(lambda *a: self._scan_replicas(uses, *a), steps=True),
+                       p.phase == "train", [[None if s is None else rt.replicated(s.ndim) for s in sources],
+                                            [split_steps] * len(xs), rt.replicated(1), rt.replicated(1),
+                                            rt.replicated()])
+        return self._called(self._run(fn, sources, xs, *self._steps_scalars(lrs, first_step)), first_step + len(lrs))
 
     def _scan_replicas(self, uses, trained, slots, updated, read, sources, xs, lrs, first):
         replicated, split = PartitionSpec(), PartitionSpec(None, AXIS)
@@ -79,7 +79,7 @@ class MirroredExecutable(BaseExecutable):
         """A step output -> host: a sum as is; per replica, its real rows (``list``: one array each; ``numpy``:
         concatenated; a scalar: the replicas' mean)."""
         if mode == "sum":
-            return value        # left on the devices until the host reads it: the next step goes ahead
+            return value        # pending on the devices until the host reads it: the next step goes ahead
         value = host(value)
         parts = []
         for i, r in enumerate(rows):

@@ -212,7 +212,13 @@ class _Stepper:
         return self.compiled[weighted]
 
     def __call__(self, batch):
-        return self._for(batch).run(list(batch), self.optimizer)
+        compiled = self._for(batch)
+        takes_rows = getattr(compiled.executable, "takes_rows", None)
+        if getattr(batch, "sources", None) is not None and takes_rows is not None and takes_rows(len(batch[0])):
+            # rows of whole training arrays, to an engine that keeps them on its devices: the step gathers its rows
+            # there, and the host sends their numbers instead of the rows
+            return self.many([batch])
+        return compiled.run(list(batch), self.optimizer)
 
     def many(self, group):
         """The results of the batches of ``group`` (batches of one size), each stacked over them, run as one
