@@ -88,11 +88,17 @@ def test_steps_fed_as_rows_kept_on_the_devices_train_as_steps_fed_their_rows(vie
         model = flow.Model(inputs, flow.layers.Dense(4)(flow.layers.Dense(16, activation="relu")(inputs)))
         model.compile(flow.optimizers.SGD(0.1, momentum=0.9), flow.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=["accuracy"])
+        asked, stepped = [], []     # the rows each step asked about; the steps run through ``steps``
         for phase in ("train", "eval"):
             executable = model._executable(phase).executable
             assert executable.takes_rows(1 << 20) is False       # CPU devices read the rows where they are
-            executable.takes_rows = lambda rows, takes=takes_rows: takes
+            executable.takes_rows = lambda rows, takes=takes_rows: asked.append(rows) or takes
+            executable.steps = lambda *args, run=executable.steps: stepped.append(len(args[2])) or run(*args)
         history = model.fit(x, y, batch_size=16, epochs=3, shuffle=True, verbose=0)
+        assert asked == [16, 16, 16, 16, 6] * 3
+        assert stepped == ([1] * 15 if takes_rows else [])
+        model.train_on_batch(x[:8], y[:8])      # rows of no whole array: fed, whatever takes_rows says
+        assert len(stepped) == (15 if takes_rows else 0)
         runs.append((history.history, model.evaluate(x, y, batch_size=16, verbose=0),
                      [np.asarray(w) for w in model.get_weights()]))
     (fed, fed_eval, fed_w), (rows, rows_eval, rows_w) = runs
@@ -115,3 +121,13 @@ def test_a_sum_that_was_not_finite_leaves_the_totals_of_later_runs_as_their_own_
     assert contract.total([s[1] for s in steps[4:]]) == sums[4:, 1].sum()
     assert np.isnan(contract.total([s[0] for s in steps]))
     assert contract.total([s[1] for s in steps[:5]]) == np.inf
+
+
+def test_a_gpu_step_gathers_its_rows_on_the_device_from_a_mebibyte_of_rows_and_a_cpu_step_never():
+    from flowlayers_jax.executable import _row_bytes, gathers_rows
+
+    assert _row_bytes(flow.Input((28, 28, 1))) == 28 * 28 * 4
+    assert _row_bytes(flow.Input((None, 8))) == 0
+    assert _row_bytes(flow.Input((3,), dtype="int64")) == 24
+    assert [gathers_rows("gpu", n) for n in (334 * 3136, 335 * 3136)] == [False, True]      # 1 MiB lies between
+    assert gathers_rows("tpu", 1 << 20) and not gathers_rows("cpu", 1 << 30)

@@ -170,10 +170,8 @@ class BaseExecutable:
 
     def takes_rows(self, rows):
         """Whether a step of ``rows`` rows of whole training arrays runs faster gathering them from the arrays kept
-        on the devices (``steps`` with ``Rows``) than fed them: on a GPU, from ``ROWS_FROM_BYTES`` of rows a step
-        (fed rows cross from pageable host memory; below, the gather costs more: bench/RESULTS_jax_gpu.md).  A CPU
-        device reads fed rows where they are."""
-        return self._scans and self.runtime.platform != "cpu" and rows * self._row_bytes >= ROWS_FROM_BYTES
+        on the devices (``steps`` with ``Rows``) than fed them (``gathers_rows``)."""
+        return self._scans and gathers_rows(self.runtime.platform, rows * self._row_bytes)
 
     def _updates_variables(self, step):
         return self.program.optimizer is None or self.program.optimizer.is_update_step(step)
@@ -221,6 +219,13 @@ class BaseExecutable:
 
     def _keep(self, values, group):
         return [jax.lax.with_sharding_constraint(v, s) for v, s in zip(values, self._shardings[group])]
+
+
+def gathers_rows(platform, nbytes):
+    """Whether a step fed ``nbytes`` of rows of whole training arrays on ``platform`` gathers them from the arrays
+    kept on its devices instead: on a GPU, from ``ROWS_FROM_BYTES`` (fed rows cross from pageable host memory;
+    below, the gather costs more: bench/RESULTS_jax_gpu.md).  A CPU device reads fed rows where they are."""
+    return platform != "cpu" and nbytes >= ROWS_FROM_BYTES
 
 
 def _row_bytes(blob):
