@@ -23,6 +23,7 @@ import concurrent.futures
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -95,7 +96,9 @@ TARGETS = {
     "flowlayers/ops/embedding.py": [T + "parallel/test_signatures.py", T + "parallel/test_gpt_parallel.py"],
     # fast dispatch (issue 21): grouped steps, metrics read late
     "flowlayers/metrics.py": [T + "models/test_steps_per_execution.py", T + "models/test_keras_surface.py"],
-    "flowlayers/models/training.py": [T + "models/test_steps_per_execution.py", T + "models/test_data_adapters.py"],
+    "flowlayers/models/training.py": [T + "models/test_steps_per_execution.py", T + "models/test_data_adapters.py",
+                                      T + "test_jax_backend.py"],
+    "flowlayers/contract.py": [T + "test_jax_backend.py", T + "models/test_steps_per_execution.py"],
     # the jax backend (run with FLOWLAYERS_BACKEND=jax)
     "flowlayers/launch.py": [T + "processes/test_launch.py"],
     "flowlayers/env.py": [T + "processes/test_launch.py"],
@@ -302,12 +305,26 @@ def named_mutants():
     return out
 
 
-def select(per_module, seed, only):
+def changed_lines(module, since):
+    """The line numbers of ``module`` added or changed since git revision ``since``."""
+    diff = subprocess.run(["git", "diff", "-U0", since, "--", module], cwd=REPO, capture_output=True, text=True,
+                          check=True).stdout
+    lines = set()
+    for hunk in re.finditer(r"^@@ -\S+ \+(\d+)(?:,(\d+))? @@", diff, re.M):
+        start, count = int(hunk.group(1)), int(hunk.group(2) or 1)
+        lines.update(range(start, start + count))
+    return lines
+
+
+def select(per_module, seed, only, since=None):
     chosen = [m for m in named_mutants() if not only or any(o in m.module for o in only)]
     for module in TARGETS:
         if only and not any(o in module for o in only):
             continue
         candidates = mutants_of(module)
+        if since:
+            changed = changed_lines(module, since)
+            candidates = [m for m in candidates if m.line in changed]
         if per_module and len(candidates) > per_module:
             candidates = sorted(random.Random(f"{seed}:{module}").sample(candidates, per_module),
                                 key=lambda m: m.start)
@@ -430,6 +447,7 @@ def main(argv=None):
     parser.add_argument("--per-module", type=int, default=8, help="mutants sampled per module; 0: all (default 8)")
     parser.add_argument("--seed", default="17", help="the sample's seed")
     parser.add_argument("--only", nargs="*", default=[], help="modules whose path contains one of these")
+    parser.add_argument("--since", help="only mutants on lines changed since this git revision")
     parser.add_argument("--timeout", type=int, default=600, help="seconds before a mutant counts as killed by hang")
     parser.add_argument("--list", action="store_true", help="print the mutants and plant none")
     parser.add_argument("--rerun", action="store_true", help="only the survivors of the last run")
@@ -457,7 +475,7 @@ def main(argv=None):
     elif args.named:
         mutants = named_mutants()
     else:
-        mutants = select(args.per_module, args.seed, args.only)
+        mutants = select(args.per_module, args.seed, args.only, args.since)
     if args.list:
         for m in mutants:
             print(f"{m.module}:{m.line}  {m.kind:18}  {m.old!r} -> {m.new!r}")
