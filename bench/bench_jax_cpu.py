@@ -165,9 +165,9 @@ def jax_trainer(c):
     import functools
 
     import jax
+    import hand_jax
     import jax.numpy as jnp
     import numpy as np
-    from jax import lax
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
     dp, mp = mesh_of(c["model"], c["devices"])
@@ -198,22 +198,8 @@ def jax_trainer(c):
     mom = [jax.device_put(np.zeros_like(np.asarray(a)), s) for a, s in zip(w, shardings)]
     x_sh, y_sh = NamedSharding(mesh, P("data")), NamedSharding(mesh, P("data"))
 
-    def fwd(w, x):
-        if c["model"] == "lenet":
-            dn = ("NHWC", "HWIO", "NHWC")
-            h = jax.nn.relu(lax.conv_general_dilated(x, w[0], (1, 1), "SAME", dimension_numbers=dn) + w[1])
-            h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "SAME")
-            h = jax.nn.relu(lax.conv_general_dilated(h, w[2], (1, 1), "SAME", dimension_numbers=dn) + w[3])
-            h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "SAME")
-            h = jax.nn.relu(h.reshape(h.shape[0], -1) @ w[4] + w[5])
-            return h @ w[6] + w[7]
-        h = x.reshape(x.shape[0], -1)
-        for i in range(0, 8, 2):
-            h = jax.nn.relu(h @ w[i] + w[i + 1])
-        return h @ w[8] + w[9]
-
     def loss_fn(w, x, y):
-        return jnp.mean(-jnp.take_along_axis(jax.nn.log_softmax(fwd(w, x)), y[:, None], 1))
+        return jnp.mean(-jnp.take_along_axis(jax.nn.log_softmax(hand_jax.forward(c["model"], w, x)), y[:, None], 1))
 
     def update(w, mom, g):
         mom = [MOMENTUM * m + gi for m, gi in zip(mom, g)]

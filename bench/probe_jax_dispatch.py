@@ -39,9 +39,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_jax_gpu as bench  # noqa: E402  (sets the jax backend)
+import hand_jax  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-from jax import lax  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
 flow = bench.flow
@@ -62,23 +62,8 @@ def weights(key):
     return sum(([tn(ks[i], (dims[i], dims[i + 1])) * 0.3, jnp.zeros(dims[i + 1], jnp.float32)] for i in range(5)), [])
 
 
-def forward(w, x):
-    if MODEL == "lenet":
-        dn = ("NHWC", "HWIO", "NHWC")
-        h = jax.nn.relu(lax.conv_general_dilated(x, w[0], (1, 1), "SAME", dimension_numbers=dn) + w[1])
-        h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "SAME")
-        h = jax.nn.relu(lax.conv_general_dilated(h, w[2], (1, 1), "SAME", dimension_numbers=dn) + w[3])
-        h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "SAME")
-        h = jax.nn.relu(h.reshape(h.shape[0], -1) @ w[4] + w[5])
-        return h @ w[6] + w[7]
-    h = x.reshape(x.shape[0], -1)
-    for i in range(0, 8, 2):
-        h = jax.nn.relu(h @ w[i] + w[i + 1])
-    return h @ w[8] + w[9]
-
-
 def per_example_loss(w, x, y):
-    return -jnp.take_along_axis(jax.nn.log_softmax(forward(w, x)), y[:, None], 1)[:, 0]
+    return -jnp.take_along_axis(jax.nn.log_softmax(hand_jax.forward(MODEL, w, x)), y[:, None], 1)[:, 0]
 
 
 def plain_step(w, mom, x, y):
