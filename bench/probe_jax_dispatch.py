@@ -157,7 +157,7 @@ def flow_fit_runner(m, X, Y, takes_rows=None):
     default = executable.takes_rows
 
     def run(batches):
-        executable.takes_rows = default if takes_rows is None else (lambda rows: takes_rows)
+        executable.takes_rows = default if takes_rows is None else (lambda rows, sources: takes_rows)
         h = m.fit(X, Y, batch_size=BATCH, epochs=max(1, STEPS // per_epoch), steps_per_epoch=per_epoch, verbose=0,
                   shuffle=False)
         return h.history["loss"][-1]

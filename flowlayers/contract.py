@@ -108,9 +108,9 @@ class Executable(Protocol):
         (``program.gradients``) as logical arrays.  A ``"sum"`` output may instead be a ``Pending`` holding the
         engine's value, read only when the front end needs it: an engine that dispatches asynchronously then runs
         ahead of the host.  Optional: ``steps(feeds, handles, lrs, first_step)``, several steps in one dispatch
-        (``run_steps``); ``takes_rows(rows)``, true where one step of ``rows`` rows of whole training arrays runs
-        faster through ``steps`` with ``Rows`` (the arrays kept on the devices) than fed them (``fit`` then does
-        so)."""
+        (``run_steps``); ``takes_rows(rows, sources)``, true where one step of ``rows`` rows of the whole training
+        arrays ``sources`` runs faster through ``steps`` with ``Rows`` (the arrays kept on the devices) than fed
+        them (``fit`` then does so)."""
 
 
 class KernelContext(Protocol):

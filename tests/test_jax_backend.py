@@ -91,8 +91,8 @@ def test_steps_fed_as_rows_kept_on_the_devices_train_as_steps_fed_their_rows(vie
         asked, stepped = [], []     # the rows each step asked about; the steps run through ``steps``
         for phase in ("train", "eval"):
             executable = model._executable(phase).executable
-            assert executable.takes_rows(1 << 20) is False       # CPU devices read the rows where they are
-            executable.takes_rows = lambda rows, takes=takes_rows: asked.append(rows) or takes
+            assert executable.takes_rows(1 << 20, [x, y]) is False       # CPU devices read the rows where they are
+            executable.takes_rows = lambda rows, sources, takes=takes_rows: asked.append(rows) or takes
             executable.steps = lambda *args, run=executable.steps: stepped.append(len(args[2])) or run(*args)
         history = model.fit(x, y, batch_size=16, epochs=3, shuffle=True, verbose=0)
         assert asked == [16, 16, 16, 16, 6] * 3
@@ -129,5 +129,20 @@ def test_a_gpu_step_gathers_its_rows_on_the_device_from_a_mebibyte_of_rows_and_a
     assert _row_bytes(flow.Input((28, 28, 1))) == 28 * 28 * 4
     assert _row_bytes(flow.Input((None, 8))) == 0
     assert _row_bytes(flow.Input((3,), dtype="int64")) == 24
-    assert [gathers_rows("gpu", n) for n in (334 * 3136, 335 * 3136)] == [False, True]      # 1 MiB lies between
-    assert gathers_rows("tpu", 1 << 20) and not gathers_rows("cpu", 1 << 30)
+    assert [gathers_rows("gpu", n, True) for n in (334 * 3136, 335 * 3136)] == [False, True]   # 1 MiB between
+    assert gathers_rows("tpu", 1 << 20, True) and not gathers_rows("cpu", 1 << 30, True)
+    assert not gathers_rows("gpu", 1 << 30, False)      # arrays too large to keep on the devices: fed
+
+
+def test_training_arrays_up_to_a_gibibyte_are_kept_on_the_devices():
+    import numpy as np
+
+    flow.config.set_view("consistent")
+    inputs = flow.Input((4,))
+    model = flow.Model(inputs, flow.layers.Dense(2)(inputs))
+    model.compile(flow.optimizers.SGD(0.1), "mse")
+    runtime = model._executable("train").runtime
+    whole = np.zeros(1, np.float32)
+    assert runtime.stages(np.broadcast_to(whole, (1 << 28,)))          # 1 GiB exactly
+    assert not runtime.stages(np.broadcast_to(whole, ((1 << 28) + 1,)))
+    assert runtime.stage(np.broadcast_to(whole, ((1 << 28) + 1,))) is None

@@ -168,10 +168,12 @@ class BaseExecutable:
         return [Pending((before, running, next(sums), o), RUNNING_TOTALS) if m == "sum" else o
                 for o, m in zip(outs, self._modes)]
 
-    def takes_rows(self, rows):
-        """Whether a step of ``rows`` rows of whole training arrays runs faster gathering them from the arrays kept
-        on the devices (``steps`` with ``Rows``) than fed them (``gathers_rows``)."""
-        return self._scans and gathers_rows(self.runtime.platform, rows * self._row_bytes)
+    def takes_rows(self, rows, sources):
+        """Whether a step of ``rows`` rows of the whole training arrays ``sources`` runs faster gathering them from
+        the arrays kept on the devices (``steps`` with ``Rows``) than fed them (``gathers_rows``; arrays too large
+        to keep there would be gathered on the host instead)."""
+        return self._scans and gathers_rows(self.runtime.platform, rows * self._row_bytes,
+                                            all(self.runtime.stages(s) for s in sources))
 
     def _updates_variables(self, step):
         return self.program.optimizer is None or self.program.optimizer.is_update_step(step)
@@ -221,11 +223,12 @@ class BaseExecutable:
         return [jax.lax.with_sharding_constraint(v, s) for v, s in zip(values, self._shardings[group])]
 
 
-def gathers_rows(platform, nbytes):
+def gathers_rows(platform, nbytes, kept):
     """Whether a step fed ``nbytes`` of rows of whole training arrays on ``platform`` gathers them from the arrays
-    kept on its devices instead: on a GPU, from ``ROWS_FROM_BYTES`` (fed rows cross from pageable host memory;
-    below, the gather costs more: bench/RESULTS_jax_gpu.md).  A CPU device reads fed rows where they are."""
-    return platform != "cpu" and nbytes >= ROWS_FROM_BYTES
+    kept on its devices instead (``kept``: the arrays can be): on a GPU, from ``ROWS_FROM_BYTES`` (fed rows cross
+    from pageable host memory; below, the gather costs more: bench/RESULTS_jax_gpu.md).  A CPU device reads fed
+    rows where they are."""
+    return kept and platform != "cpu" and nbytes >= ROWS_FROM_BYTES
 
 
 def _row_bytes(blob):

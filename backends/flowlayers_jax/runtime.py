@@ -135,10 +135,14 @@ class Runtime:
         settle()    # its all-gather is a program with collectives
         multihost_utils.sync_global_devices(name)
 
+    def stages(self, source):
+        """Whether ``stage`` keeps ``source`` on the devices."""
+        return source.nbytes <= STAGE_BYTES
+
     def stage(self, source):
         """A whole host array on every device (kept while the array lives: ``fit`` passes the same training arrays
         each step), so that steps gather their rows there; None where it is larger than ``STAGE_BYTES``."""
-        if source.nbytes > STAGE_BYTES:
+        if not self.stages(source):
             return None
         key = id(source)
         if key not in self._staged or self._staged[key][0]() is not source:

@@ -214,7 +214,8 @@ class _Stepper:
     def __call__(self, batch):
         compiled = self._for(batch)
         takes_rows = getattr(compiled.executable, "takes_rows", None)
-        if getattr(batch, "sources", None) is not None and takes_rows is not None and takes_rows(len(batch[0])):
+        sources = getattr(batch, "sources", None)
+        if sources is not None and takes_rows is not None and takes_rows(len(batch[0]), sources):
             # rows of whole training arrays, to an engine that keeps them on its devices: the step gathers its rows
             # there, and the host sends their numbers instead of the rows
             return self.many([batch])
