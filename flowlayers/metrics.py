@@ -32,7 +32,7 @@ class Metric:
     @property
     def total(self):
         if self._pending:
-            self._total += _host_sum(self._pending)
+            self._total += contract.total(self._pending)
             self._pending = []
         return self._total
 
@@ -48,7 +48,7 @@ class Metric:
         base, pending, count = self._total, list(self._pending), self.count
         if not pending:
             return base / count if count else 0.0
-        return Deferred(lambda: (base + _host_sum(pending)) / count)
+        return Deferred(lambda: (base + contract.total(pending)) / count)
 
     def get_config(self):
         return {"name": self.name}
@@ -73,11 +73,6 @@ class Deferred:
 
     def __repr__(self):
         return repr(float(self))
-
-
-def _host_sum(parts):
-    """The sum of engine values (scalars, or stacked per-batch sums) in float64, read together."""
-    return contract.total(parts)
 
 
 def _float(b):
