@@ -153,6 +153,9 @@ class Pending:
         self.value, self.reader = value, reader
 
     def __array__(self, dtype=None, copy=None):
+        if copy is False:       # NumPy 2's protocol: copy=False must not copy, and a read from the devices does
+            raise ValueError("a Pending sum is still on the engine's devices: reading it into a host array copies "
+                             "it, so np.asarray(..., copy=False) cannot be honoured; leave copy as None or True")
         return np.asarray(self.reader.read([self.value])[0], dtype=dtype)
 
     def __float__(self):
