@@ -34,16 +34,21 @@ class MirroredExecutable(BaseExecutable):
         rows = [len(part) if np.ndim(part) else 0 for part in parts[0]] if parts else [0] * n
         width = max(rows) if rows else 0
         even = all(r == width for r in rows)
-        split = NamedSharding(self.runtime.mesh, PartitionSpec(AXIS))      # each replica its rows
         placed = [_padded(ps, width) for ps in parts]
         counts = None if even else np.asarray(rows, np.int32)
         update = self._updates_variables(step)
-        rep = self.runtime.replicated()
-        fn = self._jit((even, update), self._counted(lambda *a: self._step(update, *a)), p.phase == "train",
-                       [[split] * len(placed), None if even else split, rep, self.runtime.replicated(1), rep])
+        fn = self._fns.get((even, update)) or self._compiled_step(even, update, len(placed))
         outs = self._called(self._run(fn, placed, counts, *self._scalars(lr, step)), step + 1)
         blobs = list(p.outputs) + list(p.gradients)
         return [self._fetch(o, m, b, rows, width) for o, m, b in zip(outs, self._modes, blobs)]
+
+    def _compiled_step(self, even, update, inputs):
+        rt = self.runtime
+        split = NamedSharding(rt.mesh, PartitionSpec(AXIS))      # each replica its rows
+        rep = rt.replicated()
+        return self._jit((even, update), self._counted(lambda *a: self._step(update, *a)),
+                         self.program.phase == "train", [[split] * inputs, None if even else split, rep,
+                                                         rt.replicated(1), rep])
 
     def steps(self, feeds, handles, lrs, first_step):
         """Several steps as one scanned step inside the ``shard_map``, a training array's rows gathered by each
