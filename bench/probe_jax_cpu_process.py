@@ -4,7 +4,9 @@ program has run in that process first:
 
 - ``fresh``: nothing before it;
 - ``hand_first``: a second hand-written trainer built and run for one round (20 steps) first;
-- ``flow_first``: flowlayers' consistent LeNet built, and its jitted step called 20 times directly (no ``fit``).
+- ``flow_first``: flowlayers' consistent LeNet built, and its jitted step called 20 times directly (no ``fit``);
+- ``--together``: instead, flowlayers' ``fit`` (consistent view) and the hand-written loop in one process, their rounds
+  interleaved: the ratio of their medians there.
 
     python bench/probe_jax_cpu_process.py --processes 4 --write     # -> bench/RESULTS_jax_process.md
 
@@ -64,11 +66,30 @@ def flow_first(b, x, y):
     jax.block_until_ready(outs)
 
 
+def together(b, x, y, rounds=8):
+    """flowlayers' fit and the hand-written loop in one process, rounds interleaved: (fit, hand) medians."""
+    os.environ["FLOWLAYERS_CPU_DEVICES"] = str(DEVICES)
+    fit = b.flow_trainer({"contender": "flow_consistent", "model": "lenet", "devices": DEVICES})
+    hand = b.jax_trainer({"contender": "jax_wait", "model": "lenet", "devices": DEVICES})
+    runs, speeds = (fit, hand), ([], [])
+    for run in runs:
+        run(x, y)
+    for _ in range(rounds):
+        for run, out in zip(runs, speeds):
+            t = time.perf_counter()
+            run(x, y)
+            out.append(20 / (time.perf_counter() - t))
+    return [statistics.median(v) for v in speeds]
+
+
 def child(case):
     sys.path.insert(0, str(HERE))
     import bench_jax_cpu as b
 
     x, y = b.load(20 * 100)
+    if case == "together":
+        fit, hand = together(b, x, y)
+        return print(json.dumps({"case": case, "fit": fit, "hand": hand}))
     if case == "flow_first":
         flow_first(b, x, y)       # flowlayers asks JAX for the devices and turns on 64-bit mode
     else:
@@ -91,25 +112,36 @@ def child(case):
                       "busiest_threads_ticks": ticks[:8], "all_threads_ticks": sum(ticks)}))
 
 
+def run_child(case):
+    done = subprocess.run([sys.executable, __file__, "--child", case], capture_output=True, text=True,
+                          env=dict(os.environ, XLA_FLAGS="", PYTHONPATH=str(HERE.parent)), timeout=600)
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("{")), None)
+    if line is None:
+        sys.exit(f"{case}: no result; stderr: {done.stderr[-1500:]}")
+    return json.loads(line)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--processes", type=int, default=4)
-    parser.add_argument("--write", action="store_true")
-    parser.add_argument("--child", choices=CASES, help=argparse.SUPPRESS)
+    parser.add_argument("--write", action="store_true", help="write bench/RESULTS_jax_process.md")
+    parser.add_argument("--together", action="store_true", help="fit and the hand-written loop in one process")
+    parser.add_argument("--child", choices=CASES + ("together",), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(args.child)
-    results = {case: [] for case in CASES}
     started = time.time()
+    if args.together:
+        for _ in range(args.processes):
+            r = run_child("together")
+            print(f"one process: fit {r['fit']:.2f}, hand-written (waiting) {r['hand']:.2f} steps/s: "
+                  f"{r['fit'] / r['hand']:.2f}x", flush=True)
+        return
+    results = {case: [] for case in CASES}
     for _ in range(args.processes):
         for case in CASES:
-            done = subprocess.run([sys.executable, __file__, "--child", case], capture_output=True, text=True,
-                                  env=dict(os.environ, XLA_FLAGS="", PYTHONPATH=str(HERE.parent)), timeout=600)
-            line = next((ln for ln in done.stdout.splitlines() if ln.startswith("{")), None)
-            if line is None:
-                sys.exit(f"{case}: no result; stderr: {done.stderr[-1500:]}")
-            results[case].append(json.loads(line))
-            r = results[case][-1]
+            r = run_child(case)
+            results[case].append(r)
             print(f"{case:10s} {r['steps_per_s']:6.2f} steps/s  threads' CPU ticks {r['all_threads_ticks']} "
                   f"(busiest {r['busiest_threads_ticks'][:6]})", flush=True)
     lines = ["# The hand-written LeNet step, 4 logical CPU devices: in a fresh process, and after another program ran",
