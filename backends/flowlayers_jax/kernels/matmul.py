@@ -14,7 +14,7 @@ from jax import lax
 
 def matmul(node, a, b, ctx):
     ta, tb = node.attrs["transpose_a"], node.attrs["transpose_b"]
-    if not (jnp.issubdtype(a.dtype, jnp.inexact) and jnp.issubdtype(b.dtype, jnp.inexact)):
+    if not jnp.issubdtype(a.dtype, jnp.inexact):      # integers (both operands have one dtype): no gradient
         return _product(ta, tb, a, b)
     return _matmul(ta, tb, *_varying_alike(a, b))
 
