@@ -203,3 +203,49 @@ def test_a_kernel_gradient_all_reduced_over_a_batch_split_is_not_transposed_afte
     hlo = grad.lower(k, x).compile().as_text()
     assert "all-reduce" in hlo
     assert not re.search(r"f32\[32,48\]", hlo), "the kernel's gradient was computed transposed"
+
+
+@pytest.mark.parametrize("equation", ["btd,dhk->bthk", "bthk,dhk->btd", "aecd,abcd->acbe", "acbe,aecd->abcd",
+                                      "ab,bc->ca", "ab,bc->a", "ab,cd->abcd", "ab,ab->", "abc,b->ac", "ab,c->ac"])
+def test_einsum_gradients_match_numpy_float64(equation):
+    """Each operand's gradient, against numpy's einsum of the output's weights with the other operand (a ones
+    operand supplies letters of the operand alone, along which its gradient is the same)."""
+    import types
+
+    import jax
+    import numpy as np
+    from flowlayers_jax.kernels.einsum import einsum
+
+    rng = np.random.default_rng(0)
+    size = dict(zip("abcdehkt", [2, 3, 4, 5, 3, 2, 3, 4]))
+    (ta, tb), out = equation.split("->")[0].split(","), equation.split("->")[1]
+    a, b = rng.normal(size=[size[c] for c in ta]), rng.normal(size=[size[c] for c in tb])
+    w = rng.normal(size=[size[c] for c in out])
+    node = types.SimpleNamespace(attrs={"equation": equation})
+    grads = jax.grad(lambda a, b: (einsum(node, a, b, ctx=None) * w).sum(), (0, 1))(a, b)
+    for got, target, other, o_terms in zip(grads, (ta, tb), (b, a), (tb, ta)):
+        alone = "".join(c for c in target if c not in out + o_terms)
+        ones = np.ones([size[c] for c in alone])
+        want = np.einsum(f"{out},{o_terms},{alone}->{target}", w, other, ones)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_an_einsum_kernel_gradient_all_reduced_over_a_batch_split_is_not_transposed_after():
+    import re
+    import types
+
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+    from flowlayers_jax.kernels.einsum import einsum
+
+    mesh = Mesh(np.array(jax.devices()[:2]), ("data",))
+    x = jax.device_put(np.ones((8, 16, 64), np.float32), NamedSharding(mesh, PartitionSpec("data")))
+    k = jax.device_put(np.ones((64, 4, 24), np.float32), NamedSharding(mesh, PartitionSpec()))
+    node = types.SimpleNamespace(attrs={"equation": "btd,dhk->bthk"})
+    grad = jax.jit(jax.grad(lambda k, x: einsum(node, x, k, ctx=None).sum()),
+                   out_shardings=NamedSharding(mesh, PartitionSpec()))
+    hlo = grad.lower(k, x).compile().as_text()
+    reduced = re.search(r"= (f32\[[0-9,]*\])\{[0-9,]*\} all-reduce\(", hlo)
+    assert reduced and reduced.group(1) == "f32[64,4,24]", "the kernel's gradient was all-reduced in another layout"
+    assert "transpose_copy_fusion" not in hlo

@@ -11,24 +11,14 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .varying import varying_alike
+
 
 def matmul(node, a, b, ctx):
     ta, tb = node.attrs["transpose_a"], node.attrs["transpose_b"]
     if not jnp.issubdtype(a.dtype, jnp.inexact):      # integers (both operands have one dtype): no gradient
         return _product(ta, tb, a, b)
-    return _matmul(ta, tb, *_varying_alike(a, b))
-
-
-def _varying_alike(a, b):
-    """Inside ``shard_map`` (the mirrored view), both operands varying over the axes either varies over: a custom
-    gradient must come out as its operand went in, and a replica's kernel gradient varies (the ``pcast`` sums it over
-    the replicas, as JAX's own rule does where it casts implicitly)."""
-    va, vb = jax.typeof(a).manual_axis_type.varying, jax.typeof(b).manual_axis_type.varying
-    if vb - va:
-        a = lax.pcast(a, tuple(sorted(vb - va)), to="varying")
-    if va - vb:
-        b = lax.pcast(b, tuple(sorted(va - vb)), to="varying")
-    return a, b
+    return _matmul(ta, tb, *varying_alike(a, b))
 
 
 def _product(ta, tb, a, b):
