@@ -109,6 +109,8 @@ TARGETS = {
     "backends/flowlayers_jax/consistent.py": [T + "models/test_steps_per_execution.py", T + "test_cross_backend.py"],
     "backends/flowlayers_jax/kernels/matmul.py": [T + "test_jax_backend.py", T + "ops/test_ops_reference.py",
                                                   T + "parallel/test_view_equivalence.py"],
+    "backends/flowlayers_jax/kernels/einsum.py": [T + "test_jax_backend.py", T + "ops/test_ops_reference.py",
+                                                  T + "parallel/test_attention_parallel.py"],
 }
 
 
