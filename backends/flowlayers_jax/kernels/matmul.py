@@ -3,7 +3,7 @@
 Its gradients are written as ``dot_general``s whose outputs come out in the operands' own layouts.  JAX's own rule
 computes a kernel's gradient transposed and transposes it after; XLA folds that transpose into the dot, unless the
 SPMD partitioner has put the gradient's all-reduce (a batch-split operand) between the two, and then every step
-copies each kernel's gradient through a transpose (bench/RESULTS_jax.md).
+copies each kernel's gradient through a transpose (bench/RESULTS_jax_gradients.md).
 """
 import functools
 
