@@ -149,7 +149,8 @@ def main():
              f"({time.strftime('%Y-%m-%d')}, {time.time() - started:.0f} s; 2-core shared VM, JAX 0.10.2). "
              "Each row: one case in its processes, in turn with the others; a process's figure is the median of "
              f"its {ROUNDS} rounds of 20 steps; CPU ticks (1/100 s) of all its threads over those rounds.", "",
-             "| case | median over processes (steps/s) | each process | each process's CPU ticks |", "|---|---|---|---|"]
+             "| case | median over processes (steps/s) | each process | each process's CPU ticks |",
+             "|---|---|---|---|"]
     for case in CASES:
         speeds = [r["steps_per_s"] for r in results[case]]
         each = " / ".join(f"{s:.1f}" for s in speeds)

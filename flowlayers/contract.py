@@ -27,8 +27,8 @@ Handle = Any            # the engine's own variable object, opaque to the front 
 Axes = List[Tuple[str, int]]
 
 __all__ = ["Backend", "Runtime", "Executable", "Kernel", "KernelContext", "ArrayNamespace", "Handle", "Placement",
-           "Program", "VariableSpec", "Cluster", "Plan", "Boxing", "Rows", "Pending", "read_all", "total", "functional", "op_names", "check_backend", "run_steps",
-           "step_by_step", "add_kernel", "micro_batches"]
+           "Program", "VariableSpec", "Cluster", "Plan", "Boxing", "Rows", "Pending", "read_all", "total",
+           "functional", "op_names", "check_backend", "run_steps", "step_by_step", "add_kernel", "micro_batches"]
 
 
 @runtime_checkable

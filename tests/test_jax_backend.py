@@ -95,7 +95,8 @@ def test_steps_fed_as_rows_kept_on_the_devices_train_as_steps_fed_their_rows(vie
         flow.config.set_seed(5)
         inputs = flow.Input((12,))
         model = flow.Model(inputs, flow.layers.Dense(4)(flow.layers.Dense(16, activation="relu")(inputs)))
-        model.compile(flow.optimizers.SGD(0.1, momentum=0.9), flow.losses.SparseCategoricalCrossentropy(from_logits=True),
+        model.compile(flow.optimizers.SGD(0.1, momentum=0.9),
+                      flow.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=["accuracy"])
         asked, stepped = [], []     # the rows each step asked about; the steps run through ``steps``
         for phase in ("train", "eval"):
