@@ -23,6 +23,27 @@ def test_steps_dispatched_ahead_on_several_cpu_devices_finish(view):
     assert "trained 62 steps" in done.stdout
 
 
+
+def _step_page_faults(**env):
+    done = subprocess.run([sys.executable, str(PROGRAMS / "step_page_faults.py"), "consistent"], capture_output=True,
+                          text=True, timeout=240, env=dict(os.environ, XLA_FLAGS="", **env))
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = done.stdout.strip().splitlines()[-1]     # page faults per step F, kept K, loss L
+    faults, kept, loss = (part.split()[-1] for part in line.split(", "))
+    return float(faults), kept, loss
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+def test_cpu_steps_reuse_their_buffers_and_the_setting_can_be_refused():
+    """XLA:CPU mallocs each step's temporary buffers (about 6,000 pages per device for this LeNet) and frees them:
+    with glibc's defaults most processes faulted 7,000-8,000 pages in per step again (15-25 steps/s from one
+    process to the next, bench/RESULTS_jax_heap.md); host_heap.keep() makes glibc keep them.
+    FLOWLAYERS_KEEP_HOST_HEAP=0 leaves glibc as it was, and training computes the same either way."""
+    faults, kept, loss = _step_page_faults()
+    assert kept == "True" and faults < 2000
+    _, kept_off, loss_off = _step_page_faults(FLOWLAYERS_KEEP_HOST_HEAP="0")
+    assert kept_off == "False" and loss_off == loss
+
 def _running_steps(sums):
     """Each step's pending sums as ``_counted`` leaves them: per output its sum and the running totals (float64, on
     the device) before and after the step."""

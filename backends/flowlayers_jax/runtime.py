@@ -18,7 +18,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from flowlayers.sbp import Split
 
-from . import devices
+from . import devices, host_heap
 from .dtypes import jax_dtype
 from .executable import in_flight, settle
 
@@ -42,6 +42,8 @@ class Runtime:
         self.view, self.num_replicas, self.cluster = view, n, cluster
         self.devices = devices.devices(n, cluster=cluster)
         self.platform = self.devices[0].platform
+        if self.platform == "cpu":
+            host_heap.keep()    # XLA:CPU's step buffers reused, not faulted in again each step
         # several CPU devices: a program with collectives runs only once the one before has ended (executable.py)
         self.waits = self.platform == "cpu" and n > 1
         # the consistent view on one device keeps its mesh's axis names (each of size 1)
