@@ -3,9 +3,9 @@
 XLA:CPU allocates each execution's temporary buffers with ``malloc`` on its worker threads (a LeNet step at batch
 25 per device: about 25 MiB each) and frees them when the execution ends.  With glibc's defaults, memory that large
 is either mapped afresh (above the mmap threshold) or taken from a thread arena's heap that glibc shrinks or
-deletes once it is empty; either way the next step faults every page in again.  Whether a process settles into
-reusing the memory depends on the order its first allocations happened in, so the same program runs at 15 to 25
-steps/s from one process to the next (``bench/RESULTS_jax_heap.md``: page faults per step, steps/s).
+deletes once it is empty; either way the next step faults every page in again.  Some processes settle into
+reusing the memory, most of flowlayers' did not, and the same program ran at 15 to 25 steps/s from one process to
+the next (``bench/RESULTS_jax_heap.md``: page faults per step, steps/s).
 
 ``keep()`` sets two of glibc's ``mallopt`` parameters for the whole process, once, when the backend first runs on
 its CPU platform: ``M_MMAP_THRESHOLD`` at its largest (32 MiB: buffers up to that size come from the heaps) and
