@@ -501,7 +501,17 @@ def report(args, groups, loads, started, wall):
              f"same split in all three: the four hidden Dense kernels' columns over `model` "
              f"(flowlayers: `set_layout_rules({{r\"{HIDDEN}\": (None, \"model\")}})`; Keras: `LayoutMap` + "
              f"`ModelParallel(batch_dim_name=\"data\")`; hand-written: `NamedSharding(mesh, P(None, \"model\"))`); "
-             f"the mirrored view and the shard_map step are data parallel only. The hand-written steps donate the parameters and momenta, as flowlayers' steps do. The hand-written loop and Keras' `fit` dispatch each step without waiting for the one before; on these logical CPU devices that free-running loop aborts the process once enough steps queue up (`RESULTS_jax_endurance.md`: a 200-step fit), so flowlayers dispatches a step once the step before has ended, and \"waiting\" is the hand-written loop doing the same (`block_until_ready` on the step before's loss before each dispatch). flowlayers' processes run with `jax_enable_x64` on (its backend turns it on; the models stay float32). Contenders: `python bench/bench_jax_cpu.py --help`. 1-minute load average at the start of each group: "
+             f"the mirrored view and the shard_map step are data parallel only. The hand-written steps donate the "
+             f"parameters and momenta, as flowlayers' steps do. The hand-written loop and Keras' `fit` dispatch each "
+             f"step without waiting for the one before; on these logical CPU devices that free-running loop aborts "
+             f"the process once enough steps queue up (`RESULTS_jax_endurance.md`: a 200-step fit), so flowlayers "
+             f"dispatches a step once the step before has ended, and \"waiting\" is the hand-written loop doing the "
+             f"same (`block_until_ready` on the step before's loss before each dispatch). flowlayers' processes run "
+             f"with `jax_enable_x64` on (its backend turns it on; the models stay float32), and with glibc set to "
+             f"keep XLA:CPU's freed step buffers (its backend does so on CPUs: `host_heap.py`); the others run "
+             f"glibc as it comes, as a user's program has it (`RESULTS_jax_heap.md`: with the same setting the "
+             f"hand-written loop ran 0% faster on LeNet and 22% on the MLP, on 4 devices). "
+             f"Contenders: `python bench/bench_jax_cpu.py --help`. 1-minute load average at the start of each group: "
              f"{', '.join(loads)}; at the end: {loadavg()} (the machine is shared). Whole run: {wall:.0f} s. "
              f"Command: `python bench/bench_jax_cpu.py {' '.join(sys.argv[1:])}`.", ""]
     for (model, devices), results in groups.items():
