@@ -111,6 +111,7 @@ TARGETS = {
                                                   T + "parallel/test_view_equivalence.py"],
     "backends/flowlayers_jax/kernels/einsum.py": [T + "test_jax_backend.py", T + "ops/test_ops_reference.py",
                                                   T + "parallel/test_attention_parallel.py"],
+    "backends/flowlayers_jax/host_heap.py": [T + "test_jax_backend.py"],
 }
 
 

@@ -8,7 +8,7 @@ reusing the memory, most of flowlayers' did not, and the same program ran at 15 
 the next (``bench/RESULTS_jax_heap.md``: page faults per step, steps/s).
 
 ``keep()`` sets two of glibc's ``mallopt`` parameters for the whole process, once, when the backend first runs on
-its CPU platform: ``M_MMAP_THRESHOLD`` at its largest (32 MiB: buffers up to that size come from the heaps) and
+its CPU platform: ``M_MMAP_THRESHOLD`` 32 MiB (buffers up to that size come from the heaps) and
 ``M_TOP_PAD`` (64 MiB a heap keeps free at its top rather than shrinking or being deleted).  The cost: each arena
 that grew holds up to 64 MiB it does not use (glibc makes at most 8 per core).  Elsewhere than glibc (musl,
 macOS, a preloaded jemalloc or tcmalloc) ``mallopt`` is absent or governs an allocator nobody uses: nothing
@@ -19,7 +19,9 @@ import os
 import sys
 
 M_TOP_PAD, M_MMAP_THRESHOLD = -2, -3        # glibc's malloc.h
-MMAP_THRESHOLD = 32 << 20       # glibc refuses more (half its 64 MiB arena heap)
+# the largest threshold glibc's own adjustment reaches; a thread arena's heaps hold at most 64 MiB, so larger
+# buffers are mapped afresh whatever the threshold
+MMAP_THRESHOLD = 32 << 20
 TOP_PAD = 64 << 20
 _kept = [None]      # None: not asked yet; then whether glibc took the settings
 
