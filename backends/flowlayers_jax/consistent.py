@@ -23,19 +23,20 @@ class ConsistentExecutable(BaseExecutable):
         chunks = micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
         sizes = tuple(len(c[0]) if c and np.ndim(c[0]) else None for c in chunks)
         update = self._updates_variables(step)
-        fn = self._fns.get((sizes, update)) or self._compiled_step(sizes, update, chunks)
+        fn = self._jit((sizes, update), lambda: self._step_of(sizes, update, chunks))
         outs = self._called(self._run(fn, chunks, *self._scalars(lr, step)), step + 1)
         # a sum (a loss or metric total) stays on the devices until the host reads it: the next step goes ahead
         return [o if mode == "sum" else host(o) for o, mode in zip(outs, self._modes)]
 
-    def _compiled_step(self, sizes, update, chunks):
+    def _step_of(self, sizes, update, chunks):
+        """What ``_jit`` compiles for micro-batches of ``sizes`` rows: (step, training, argument shardings)."""
         p, rt = self.program, self.runtime
         plans = [self.plan(size) for size in sizes]
         # each device receives its block of the batch only: the planned sharding of each input
         placed = [[rt.sharding(plan.sbp[x], np.ndim(f)) for f, x in zip(chunk, p.inputs)]
                   for chunk, plan in zip(chunks, plans)]
-        return self._jit((sizes, update), self._counted(lambda *a: self._step(plans, update, *a)), p.phase == "train",
-                         [placed, rt.replicated(), rt.replicated(1), rt.replicated()])
+        return (self._counted(lambda *a: self._step(plans, update, *a)), p.phase == "train",
+                [placed, rt.replicated(), rt.replicated(1), rt.replicated()])
 
     def steps(self, feeds, handles, lrs, first_step):
         """Several steps as one scanned ``jax.jit``, a training array's rows gathered on the devices."""
@@ -43,25 +44,29 @@ class ConsistentExecutable(BaseExecutable):
         if not self._scans:
             return step_by_step(self, feeds, handles, lrs, first_step)
         self._bind(handles)
-        plan = self.plan(rows_of(feeds))
         sources, xs, uses = stacked_feeds(feeds, rt.stage)
-        shardings = [None] * len(xs)
-        for x, source, u in zip(p.inputs, sources, uses):
-            # the steps' axis whole on every device; each step's rows (or feed) laid out as the plan places them
-            spec = rt.spec(plan.sbp[x], len(x.shape))
-            shardings[u] = NamedSharding(rt.mesh, PartitionSpec(None, *(spec[:1] if source is not None else spec)))
-        kinds = tuple(s is None for s in sources)
-        def scanned(*args):
-            outs, *carry = self._scanned(
-                lambda t, s, u, read, f, lr, step: self._step([plan], True, t, s, u, read, [_pinned(f, plan, p, rt)],
-                                                              lr, step), uses, *args)
-            # the loop's final values kept in the variables' shardings too: the partitioner may lay out a loop's
-            # results otherwise (a replicated bias came back split over "model" on a (model, data) mesh)
-            return outs, *[self._keep(group, k) for k, group in enumerate(carry)]
 
-        fn = self._jit(("steps", rows_of(feeds), kinds, uses), self._counted(scanned, steps=True), p.phase == "train",
-                       [[None if s is None else rt.replicated(s.ndim) for s in sources], shardings, rt.replicated(1),
-                        rt.replicated(1), rt.replicated()])
+        def build():
+            plan = self.plan(rows_of(feeds))
+            shardings = [None] * len(xs)
+            for x, source, u in zip(p.inputs, sources, uses):
+                # the steps' axis whole on every device; each step's rows (or feed) laid out as the plan places them
+                spec = rt.spec(plan.sbp[x], len(x.shape))
+                shardings[u] = NamedSharding(rt.mesh, PartitionSpec(None, *(spec[:1] if source is not None else spec)))
+
+            def scanned(*args):
+                outs, *carry = self._scanned(
+                    lambda t, s, u, read, f, lr, step: self._step([plan], True, t, s, u, read,
+                                                                  [_pinned(f, plan, p, rt)], lr, step), uses, *args)
+                # the loop's final values kept in the variables' shardings too: the partitioner may lay out a loop's
+                # results otherwise (a replicated bias came back split over "model" on a (model, data) mesh)
+                return outs, *[self._keep(group, k) for k, group in enumerate(carry)]
+
+            return (self._counted(scanned, steps=True), p.phase == "train",
+                    [[None if s is None else rt.replicated(s.ndim) for s in sources], shardings, rt.replicated(1),
+                     rt.replicated(1), rt.replicated()])
+
+        fn = self._jit(("steps", rows_of(feeds), tuple(s is None for s in sources), uses), build)
         return self._called(self._run(fn, sources, xs, *self._steps_scalars(lrs, first_step)), first_step + len(lrs))
 
     def _step(self, plans, update, trained, slots, updated, read, chunks, lr, step):

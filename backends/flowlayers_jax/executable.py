@@ -95,12 +95,16 @@ class BaseExecutable:
         # several processes: outputs spread over other processes' devices made whole here (runtime.whole)
         return self.runtime.whole(out) if self.runtime.cluster else out
 
-    def _jit(self, key, step_fn, training, shardings):
-        """``step_fn`` compiled once per ``key`` (what the trace depends on besides shapes); in a training step the
-        trained variables, slots and updated state are donated.  ``shardings``: those of the arguments after the
-        variables.  Host arrays (the batch) are passed as they are, and placed by the compiled call itself:
-        a ``jax.device_put`` of its own per step cost more than the rest of a small model's step (measured)."""
-        if key not in self._fns:
+    def _jit(self, key, build):
+        """The step jitted for ``key`` (what the trace depends on besides shapes), made on its first use from
+        ``build() -> (step_fn, training, shardings)``, so that a step already compiled builds nothing: in a training
+        step the trained variables, slots and updated state are donated; ``shardings`` are those of the arguments
+        after the variables.  Host arrays (the batch) are passed as they are, and placed by the compiled call
+        itself: a ``jax.device_put`` of its own per step cost more than the rest of a small model's step
+        (measured)."""
+        fn = self._fns.get(key)
+        if fn is None:
+            step_fn, training, shardings = build()
             fn = jax.jit(step_fn, donate_argnums=(0, 1, 2) if training else (),
                          in_shardings=tuple(self._box_shardings) + tuple(shardings))
             rt = self.runtime
@@ -112,7 +116,7 @@ class BaseExecutable:
                 # the batch placed while the step before still runs, so that the wait ends in a dispatch only
                 fn = _placing(fn, lambda args: jax.device_put(args, list(shardings)), True)
             self._fns[key] = fn
-        return self._fns[key]
+        return fn
 
     def _scalars(self, lr, step):
         """The step's rate, running totals and number on the devices: the rate kept while it stays, the totals and

@@ -37,18 +37,19 @@ class MirroredExecutable(BaseExecutable):
         placed = [_padded(ps, width) for ps in parts]
         counts = None if even else np.asarray(rows, np.int32)
         update = self._updates_variables(step)
-        fn = self._fns.get((even, update)) or self._compiled_step(even, update, len(placed))
+        fn = self._jit((even, update), lambda: self._step_of(even, update, len(placed)))
         outs = self._called(self._run(fn, placed, counts, *self._scalars(lr, step)), step + 1)
         blobs = list(p.outputs) + list(p.gradients)
         return [self._fetch(o, m, b, rows, width) for o, m, b in zip(outs, self._modes, blobs)]
 
-    def _compiled_step(self, even, update, inputs):
+    def _step_of(self, even, update, inputs):
+        """What ``_jit`` compiles for ``inputs`` inputs, rows ``even`` over the replicas or not: (step, training,
+        argument shardings)."""
         rt = self.runtime
         split = NamedSharding(rt.mesh, PartitionSpec(AXIS))      # each replica its rows
         rep = rt.replicated()
-        return self._jit((even, update), self._counted(lambda *a: self._step(update, *a)),
-                         self.program.phase == "train", [[split] * inputs, None if even else split, rep,
-                                                         rt.replicated(1), rep])
+        return (self._counted(lambda *a: self._step(update, *a)), self.program.phase == "train",
+                [[split] * inputs, None if even else split, rep, rt.replicated(1), rep])
 
     def steps(self, feeds, handles, lrs, first_step):
         """Several steps as one scanned step inside the ``shard_map``, a training array's rows gathered by each
@@ -59,11 +60,10 @@ class MirroredExecutable(BaseExecutable):
         self._bind(handles)
         split_steps = NamedSharding(rt.mesh, PartitionSpec(None, AXIS))
         sources, xs, uses = stacked_feeds(feeds, rt.stage)
-        kinds = tuple(s is None for s in sources)
-        fn = self._jit(("steps", kinds, uses), self._counted(lambda *a: self._scan_replicas(uses, *a), steps=True),
-                       p.phase == "train", [[None if s is None else rt.replicated(s.ndim) for s in sources],
-                                            [split_steps] * len(xs), rt.replicated(1), rt.replicated(1),
-                                            rt.replicated()])
+        fn = self._jit(("steps", tuple(s is None for s in sources), uses), lambda: (
+            self._counted(lambda *a: self._scan_replicas(uses, *a), steps=True), p.phase == "train",
+            [[None if s is None else rt.replicated(s.ndim) for s in sources], [split_steps] * len(xs),
+             rt.replicated(1), rt.replicated(1), rt.replicated()]))
         return self._called(self._run(fn, sources, xs, *self._steps_scalars(lrs, first_step)), first_step + len(lrs))
 
     def _scan_replicas(self, uses, trained, slots, updated, read, sources, xs, lrs, first):
@@ -164,7 +164,8 @@ class MirroredExecutable(BaseExecutable):
         outs = [next(sums) if mode == "sum" else o for o, mode in zip(outs, p.output_modes)]
         outs += [w / total.astype(w.dtype) for w in watched]
         modes = p.output_modes + ["numpy"] * len(watched)
-        return ([o if m == "sum" else o[None] for o, m in zip(outs, modes)], *self._apply(trained, grads, slots, news, updated, lr, step, update))
+        return ([o if m == "sum" else o[None] for o, m in zip(outs, modes)],
+                *self._apply(trained, grads, slots, news, updated, lr, step, update))
 
     @property
     def _ordered(self):
