@@ -23,7 +23,6 @@ def test_steps_dispatched_ahead_on_several_cpu_devices_finish(view):
     assert "trained 62 steps" in done.stdout
 
 
-
 def _step_page_faults(**env):
     done = subprocess.run([sys.executable, str(PROGRAMS / "step_page_faults.py"), "consistent"], capture_output=True,
                           text=True, timeout=240, env=dict(os.environ, XLA_FLAGS="", **env))
@@ -43,6 +42,7 @@ def test_cpu_steps_reuse_their_buffers_and_the_setting_can_be_refused():
     assert kept == "True" and faults < 2000
     _, kept_off, loss_off = _step_page_faults(FLOWLAYERS_KEEP_HOST_HEAP="0")
     assert kept_off == "False" and loss_off == loss
+
 
 def _running_steps(sums):
     """Each step's pending sums as ``_counted`` leaves them: per output its sum and the running totals (float64, on
