@@ -17,9 +17,9 @@ Prints one JSON line per (runner, model, batch) in gpu_peers.py's format, plus `
 ``steps_per_execution`` (looked up at run time).  A failing case prints ``{"runner": ..., "error": ...}`` and the
 others go on.  Imports no TensorFlow.
 
-Environment: MNIST_DIR (the folder with the t10k idx files; default ../shared/data), BENCH_STEPS (200),
-BENCH_CASES (e.g. ``lenet:100,mlp:1024``; default the three), BENCH_VIEW (consistent | mirrored; default
-consistent), BENCH_SPE (the steps_per_execution of the second runner; 32).
+Environment: MNIST_DIR (the folder with the t10k idx files; default ../shared/data), BENCH_STEPS (200), BENCH_CASES
+(e.g. ``lenet:100,mlp:1024``; default the three; ``linear`` is one Dense(10), no hidden layer), BENCH_VIEW
+(consistent | mirrored; default consistent), BENCH_SPE (the steps_per_execution of the second runner; 32).
 """
 import gzip
 import inspect
@@ -65,7 +65,7 @@ def build(model):
         h = flow.layers.Dense(512, activation="relu", kernel_initializer=init)(h)
     else:
         h = flow.layers.Flatten()(x)
-        for _ in range(4):
+        for _ in range(4 if model == "mlp" else 0):     # "linear": no hidden layer (a dispatch-bound step)
             h = flow.layers.Dense(1024, activation="relu")(h)
     return flow.Model(x, flow.layers.Dense(10)(h))
 

@@ -5,7 +5,8 @@ flowlayers' step is, all in one process, interleaved over rounds.
     MNIST_DIR=.gpu/data python bench/probe_jax_dispatch.py                 # on the GPU machine (one device)
     MNIST_DIR=../shared/data PROBE_STEPS=100 python bench/probe_jax_dispatch.py    # a quick check on a CPU
 
-Contenders (LeNet, batch 100 unless PROBE_CASE says otherwise, e.g. ``mlp:1024``; SGD(0.05, momentum 0.9)):
+Contenders (LeNet, batch 100 unless PROBE_CASE says otherwise, e.g. ``mlp:1024``, or ``linear:16``: one Dense(10)
+on the flat image, a step of almost no arithmetic, where a CPU shows the host's cost a step; SGD(0.05, momentum 0.9)):
 
 - ``hand_x32``: gpu_peers.py's step (no donation, no shardings, the batch as numpy), run as that script runs it,
   with ``jax_enable_x64`` off (flowlayers' jax backend turns it on);
@@ -58,8 +59,9 @@ def weights(key):
     if MODEL == "lenet":
         return [tn(ks[0], (5, 5, 1, 32)), jnp.zeros(32, jnp.float32), tn(ks[1], (5, 5, 32, 64)), jnp.zeros(64, jnp.float32),
                 tn(ks[2], (7 * 7 * 64, 512)), jnp.zeros(512, jnp.float32), tn(ks[3], (512, 10)), jnp.zeros(10, jnp.float32)]
-    dims = [784, 1024, 1024, 1024, 1024, 10]
-    return sum(([tn(ks[i], (dims[i], dims[i + 1])) * 0.3, jnp.zeros(dims[i + 1], jnp.float32)] for i in range(5)), [])
+    dims = [784, 1024, 1024, 1024, 1024, 10] if MODEL == "mlp" else [784, 10]
+    return sum(([tn(ks[i], (dims[i], dims[i + 1])) * 0.3, jnp.zeros(dims[i + 1], jnp.float32)]
+                for i in range(len(dims) - 1)), [])
 
 
 def per_example_loss(w, x, y):
