@@ -101,14 +101,18 @@ def test_the_total_of_a_run_of_steps_takes_two_reads_and_a_gap_or_another_output
 
 
 @pytest.mark.parametrize("view", ["consistent", "mirrored"])
-def test_steps_fed_as_rows_kept_on_the_devices_train_as_steps_fed_their_rows(view):
+@pytest.mark.parametrize("one_hot", [False, True])
+def test_steps_fed_as_rows_kept_on_the_devices_train_as_steps_fed_their_rows(view, one_hot):
     """On a GPU ``fit`` hands a step of large rows the numbers of its rows of the training arrays, kept on the
     devices (``takes_rows``); here on CPU devices that path, forced, matches the one that feeds the rows, epoch
-    losses, a last smaller batch, the evaluation and the weights."""
+    losses, a last smaller batch, the evaluation and the weights.  Inputs and labels share their rows' numbers,
+    whatever their rank (one-hot labels: a matrix)."""
     import numpy as np
 
     rng = np.random.default_rng(3)
     x, y = rng.normal(size=(70, 12)).astype("float32"), rng.integers(0, 4, 70).astype("int32")
+    if one_hot:
+        y = np.eye(4, dtype="float32")[y]
     flow.config.set_view(view)
     runs = []
     for takes_rows in (False, True):
@@ -117,7 +121,8 @@ def test_steps_fed_as_rows_kept_on_the_devices_train_as_steps_fed_their_rows(vie
         inputs = flow.Input((12,))
         model = flow.Model(inputs, flow.layers.Dense(4)(flow.layers.Dense(16, activation="relu")(inputs)))
         model.compile(flow.optimizers.SGD(0.1, momentum=0.9),
-                      flow.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      (flow.losses.CategoricalCrossentropy if one_hot else flow.losses.SparseCategoricalCrossentropy)(
+                          from_logits=True),
                       metrics=["accuracy"])
         asked, stepped = [], []     # the rows each step asked about; the steps run through ``steps``
         for phase in ("train", "eval"):
