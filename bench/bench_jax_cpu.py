@@ -100,7 +100,7 @@ def flow_trainer(c):
 
     def run(x, y):
         h = model.fit(x, y, batch_size=batch, epochs=1, verbose=0, shuffle=False)
-        return h.history["loss"][-1]
+        return float(h.history["loss"][-1])     # waits for the last step, as the other contenders do
 
     def shard():
         if view == "mirrored":

@@ -9,8 +9,9 @@ The cases, model shapes, data and optimizer are those of ``gpu_peers.py`` (``../
 Dense layers, then Dense(10)) at batch 1024; SGD(0.05, momentum=0.9), softmax cross-entropy from logits.
 
 Timing follows the Keras peer of gpu_peers.py: the data cut to whole batches, one warm-up ``fit`` of one epoch
-(traces and compiles; excluded), then one timed ``fit`` of as many epochs as make about ``BENCH_STEPS`` steps (200,
-the peers' STEPS), no shuffling.  An epoch is ``min(batches in the data, BENCH_STEPS)`` steps.
+(traces and compiles; excluded, its loss read so that its steps have ended: ``fit`` returns while they may still
+run), then one timed ``fit`` of as many epochs as make about ``BENCH_STEPS`` steps (200, the peers' STEPS), no
+shuffling. An epoch is ``min(batches in the data, BENCH_STEPS)`` steps.
 
 Prints one JSON line per (runner, model, batch) in gpu_peers.py's format, plus ``steps``, ``warmup_s`` and
 ``device``: runner ``flowlayers_jax``, and ``flowlayers_jax_spe32`` where ``Model.compile`` takes
@@ -97,7 +98,8 @@ def run_case(runner, model, batch, X, Y, spe=None):
     per_epoch = min(n // batch, STEPS)
     reps = max(1, STEPS // per_epoch)
     t = time.perf_counter()
-    m.fit(xs, ys, batch_size=batch, epochs=1, steps_per_epoch=per_epoch, verbose=0, shuffle=False)  # compiles
+    h = m.fit(xs, ys, batch_size=batch, epochs=1, steps_per_epoch=per_epoch, verbose=0, shuffle=False)  # compiles
+    float(h.history["loss"][-1])        # its steps have ended: none runs on into the timed fit
     warm = time.perf_counter() - t
     t = time.perf_counter()
     h = m.fit(xs, ys, batch_size=batch, epochs=reps, steps_per_epoch=per_epoch, verbose=0, shuffle=False)
