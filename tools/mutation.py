@@ -46,6 +46,8 @@ PLAN_TESTS = [T + "parallel/test_planner_units.py", T + "parallel/test_boxing.py
 CHECKPOINT_TESTS = [T + "test_checkpoints.py", T + "test_oneflow_model_io.py"]
 ERROR_TESTS = [T + "test_input_checks.py", T + "test_user_errors.py", T + "parallel/test_replicas_and_rules.py",
                T + "parallel/test_rules_change.py"]
+JAX_KERNEL_TESTS = [T + "ops/test_ops_reference.py", T + "layers/test_layers_reference.py",
+                    T + "ops/test_nn_conv2d_job.py"]
 
 # module -> the tests that cover it (what runs against each of its mutants), by area of the issue
 TARGETS = {
@@ -114,6 +116,10 @@ TARGETS = {
     "backends/flowlayers_jax/kernels/einsum.py": [T + "test_jax_backend.py", T + "ops/test_ops_reference.py",
                                                   T + "parallel/test_attention_parallel.py"],
     "backends/flowlayers_jax/host_heap.py": [T + "test_jax_backend.py"],
+    # the jax backend's kernels and their lowering, checked against numpy and Keras
+    **{f"backends/flowlayers_jax/kernels/{k}.py": JAX_KERNEL_TESTS
+       for k in ("conv", "elementwise", "embedding", "nn", "norm", "reduce", "shape")},
+    "backends/flowlayers_jax/lowering.py": JAX_KERNEL_TESTS + [T + "parallel/test_signatures.py"],
 }
 
 
