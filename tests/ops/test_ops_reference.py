@@ -123,6 +123,25 @@ def test_unary(name):
     check([F(3, 4, lo=lo, hi=hi)], fn, ref)
 
 
+# TensorFlow's slope at an exact 0, where a function has a kink: both engines take it (a relu before them makes
+# exact zeros common, and the engines' own rules may take the other side: JAX's abs 1, selu the negative side's)
+SLOPES_AT_ZERO = {"relu": (flow.nn.relu, 0.0), "abs": (flow.math.abs, 0.0), "selu": (flow.nn.selu, SELU_SCALE),
+                  "elu": (flow.nn.elu, 1.0), "leaky_relu": (flow.nn.leaky_relu, 0.2)}
+
+
+@pytest.mark.parametrize("name", sorted(SLOPES_AT_ZERO))
+def test_slope_at_an_exact_zero_is_tensorflows(name):
+    """A Dense with zero weights feeds exact zeros to the function; one SGD(1.0) step on the mean squared distance to -1
+    (the function is 0 at 0) moves each bias by minus 2 rows x 2 x 1 / 6 elements x the slope."""
+    fn, slope = SLOPES_AT_ZERO[name]
+    flow.clear_session()
+    x = flow.Input((3,))
+    model = flow.Model(x, fn(flow.layers.Dense(3, kernel_initializer="zeros", bias_initializer="zeros")(x)))
+    model.compile(flow.optimizers.SGD(1.0), flow.losses.MeanSquaredError())
+    model.fit(np.ones((2, 3), np.float32), -np.ones((2, 3), np.float32), batch_size=2, verbose=0)
+    np.testing.assert_allclose(model.get_weights()[1], np.full(3, -2 / 3 * slope), rtol=1e-6, atol=1e-7)
+
+
 @pytest.mark.parametrize("name", ["relu", "gelu", "hard_sigmoid", "softsign", "selu", "exponential"])
 def test_activations_by_name(name):
     fn = flow.activations.get(name)
