@@ -24,8 +24,9 @@ precisely"); a wrong P rule in the planner would cost bytes, not results.
 Signatures DTensor cannot expand (a split convolution filter, channel-split
 pooling) are not offered by the TF backend; forcing one is a named error
 before any step.  The jax backend realises every signature (a
-``NamedSharding`` each), so all are tried there.  Dropout masks are a documented view-switch exception: its
-signatures are compared with one device at rate 0, and at rate 0.5 every
+``NamedSharding`` each), so all are tried there.  Dropout masks are a
+documented view-switch exception: its signatures are compared with one
+device at rate 0, and at rate 0.5 every
 signature must keep what it drops and scale what it keeps, forward and
 backward alike.
 """
