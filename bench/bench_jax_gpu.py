@@ -66,7 +66,7 @@ def build(model):
         h = flow.layers.Dense(512, activation="relu", kernel_initializer=init)(h)
     else:
         h = flow.layers.Flatten()(x)
-        for _ in range(4 if model == "mlp" else 0):     # "linear": no hidden layer (a dispatch-bound step)
+        for _ in range({"mlp": 4, "linear": 0}[model]):     # "linear": no hidden layer (a dispatch-bound step)
             h = flow.layers.Dense(1024, activation="relu")(h)
     return flow.Model(x, flow.layers.Dense(10)(h))
 
