@@ -110,7 +110,8 @@ class Executable(Protocol):
         ahead of the host.  Optional: ``steps(feeds, handles, lrs, first_step)``, several steps in one dispatch
         (``run_steps``); ``takes_rows(rows, sources)``, true where one step of ``rows`` rows of the whole training
         arrays ``sources`` runs faster through ``steps`` with ``Rows`` (the arrays kept on the devices) than fed
-        them (``fit`` then does so)."""
+        them (``fit`` then does so); ``compiled_text(feeds, handles, lr, step)``, the program the engine compiles
+        for such a step, as text, compiled and not run (``parallel_plan().compiled_program()``)."""
 
 
 class KernelContext(Protocol):

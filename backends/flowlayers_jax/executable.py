@@ -56,6 +56,7 @@ class BaseExecutable:
         self._waits = runtime.waits
         self._scans = self._can_scan()
         self._row_bytes = sum(_row_bytes(x) for x in program.inputs)
+        self._compiling = False     # compiled_text: the next step compiled, not run
 
     def _check_placements(self):
         placed = next((n for n in self.program.nodes if n.placement is not None), None)
@@ -75,10 +76,24 @@ class BaseExecutable:
                 self._fns = {}          # compiled for the layouts the values had
             self._box_shardings, self._shardings = shardings, shardings[:3]
 
+    def compiled_text(self, feeds, handles, lr=0.0, step=1):
+        """XLA's optimized program of the step ``feeds`` would run, after partitioning (the collectives it placed,
+        its fusions), as text: compiled, not run.  (``XLA_FLAGS=--xla_dump_to=DIR`` writes every program.)"""
+        self._compiling = True
+        try:
+            self(feeds, handles, lr, step)
+        except _CompiledText as compiled:
+            return compiled.text
+        finally:
+            self._compiling = False
+        raise EngineError(f"step {self.program.name!r} ran instead of being compiled")
+
     def _run(self, fn, *args):
         """Run ``fn(trained, slots, updated, read, *args)`` on the boxes' arrays and put back the new arrays of the
         first three.  Returns what the step returns besides them."""
         arrays = [[b.value for b in group] for group in self._boxes]
+        if self._compiling:
+            raise _CompiledText(getattr(fn, "jitted", fn).lower(*arrays, *args).compile().as_text())
         try:
             out, *new = fn(*arrays, *args)
         except FlowLayersError:
@@ -250,7 +265,15 @@ def _placing(fn, place, waits):
         if waits:
             settle()
         return fn(*args[:4], *rest)
+    placed.jitted = fn
     return placed
+
+
+class _CompiledText(Exception):
+    """Ends a step that ``compiled_text`` only compiles, with the text."""
+    def __init__(self, text):
+        super().__init__("compiled, not run")
+        self.text = text
 
 
 def stacked_feeds(feeds, stage):

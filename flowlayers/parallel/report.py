@@ -5,12 +5,15 @@ really holds (read back from the engine), and every Boxing with its bytes per st
     plan.variables["dense/kernel"].shard_shape      # (784, 64) on a model=2 mesh
     plan.bytes_per_device, plan.comm_bytes_per_step
     print(plan)                                      # a table
+    plan.compiled_program()                          # the program the engine compiled (jax: XLA's optimized HLO)
 """
 import math
 from dataclasses import dataclass
 from typing import Tuple
 
-from ..errors import describe_shape
+import numpy as np
+
+from ..errors import ConfigError, InputError, describe_shape
 from ..sbp import broadcast, format_nd
 
 
@@ -30,9 +33,27 @@ class VariablePlacement:
 
 
 class ParallelPlan:
-    def __init__(self, view, axes, batch, variables, boxing):
+    def __init__(self, view, axes, batch, variables, boxing, compiled=None):
         self.view, self.axes, self.batch = view, list(axes), batch
         self.variables, self.boxing = variables, boxing
+        self._compiled = compiled
+
+    def compiled_program(self):
+        """The program the engine compiles for this plan's step (``batch`` rows), as the engine writes it: on the
+        jax backend XLA's optimized HLO after partitioning, where the plan's Boxing are its collectives.  Compiled,
+        not run.  A backend that cannot show it says so (``flow.ConfigError``)."""
+        compiled = self._compiled
+        executable = getattr(compiled, "executable", None)
+        if not hasattr(executable, "compiled_text"):
+            raise ConfigError(f"parallel_plan().compiled_program(): the {compiled.placement.backend!r} backend does "
+                              f"not show the program its engine compiles; expected a backend whose steps have "
+                              f"compiled_text (jax); see its own tools for dumping programs")
+        optimizer = compiled.program.optimizer
+        lr, step = (0.0, 1) if optimizer is None else (optimizer.current_learning_rate(), optimizer.iterations + 1)
+        feeds = [_zeros(x, self.batch, compiled.program.name) for x in compiled.program.inputs]
+        feeds = [[f] * compiled.placement.device_num if x.node.attrs.get("kind") == "list" else f
+                 for f, x in zip(feeds, compiled.program.inputs)]
+        return executable.compiled_text(feeds, compiled.handles(), lr, step)
 
     @property
     def bytes_per_device(self):
@@ -81,6 +102,18 @@ def _table(rows):
     return [line(rows[0]), "-" * len(line(rows[0]))] + [line(r) for r in rows[1:]]
 
 
+def _zeros(blob, batch, program):
+    """A feed of zeros for input ``blob`` with ``batch`` rows (None: its own)."""
+    shape = tuple(blob.shape)
+    if shape and batch is not None:
+        shape = (batch,) + shape[1:]
+    if any(d is None for d in shape):
+        raise InputError(f"parallel_plan().compiled_program(): input {blob.name!r} of {program!r} has shape "
+                         f"{describe_shape(blob.shape)}; expected every dim known but the batch (given by "
+                         f"parallel_plan(batch_size=...)) to compile a step for it")
+    return np.zeros(shape, blob.dtype.numpy)
+
+
 def build(compiled, batch):
     """The ParallelPlan of a Compiled program for ``batch`` fed rows: its plan, and per variable (and optimizer
     slot) the shards its engine holds."""
@@ -94,4 +127,4 @@ def build(compiled, batch):
         nd = placement.variable_sbp(var) if placement.consistent else (broadcast,)
         placements[var.path] = VariablePlacement(var.shape, nd, largest, shards, math.prod(largest) * itemsize,
                                                  itemsize, tuple(runtime.holders(handles[var.path])))
-    return ParallelPlan(placement.view, placement.axes, batch, placements, compiled.plan(batch).boxing)
+    return ParallelPlan(placement.view, placement.axes, batch, placements, compiled.plan(batch).boxing, compiled)
