@@ -106,7 +106,8 @@ TARGETS = {
     "flowlayers/env.py": [T + "processes/test_launch.py"],
     "flowlayers/framework/cluster.py": [T + "processes/test_launch.py"],
     "backends/flowlayers_jax/executable.py": [T + "models/test_steps_per_execution.py", T + "test_cross_backend.py",
-                                              T + "test_jax_backend.py", T + "models/test_keras_surface.py"],
+                                              T + "test_jax_backend.py", T + "models/test_keras_surface.py",
+                                              T + "parallel/test_compiled_program.py"],
     "backends/flowlayers_jax/mirrored.py": [T + "models/test_steps_per_execution.py", T + "test_cross_backend.py",
                                             T + "test_jax_backend.py"],
     "backends/flowlayers_jax/consistent.py": [T + "models/test_steps_per_execution.py", T + "test_cross_backend.py",
@@ -119,7 +120,9 @@ TARGETS = {
     # the jax backend's kernels and their lowering, checked against numpy and Keras
     **{f"backends/flowlayers_jax/kernels/{k}.py": JAX_KERNEL_TESTS
        for k in ("conv", "elementwise", "embedding", "nn", "norm", "reduce", "shape")},
-    "backends/flowlayers_jax/lowering.py": JAX_KERNEL_TESTS + [T + "parallel/test_signatures.py"],
+    "backends/flowlayers_jax/lowering.py": JAX_KERNEL_TESTS + [T + "parallel/test_signatures.py",
+                                                               T + "parallel/test_compiled_program.py"],
+    "flowlayers/parallel/report.py": [T + "parallel/test_compiled_program.py", T + "parallel/test_boxing.py"],
 }
 
 

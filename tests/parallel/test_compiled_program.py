@@ -1,9 +1,9 @@
 """``parallel_plan().compiled_program()``: the program the engine compiled for a plan's step.
 
-On the jax backend the consistent view pins every planned S and B with a sharding constraint and leaves a
-partial sum to XLA's partitioner; these tests read XLA's optimized program and check that the collectives it
-placed are the plan's Boxing: the same kind, over the same mesh axis, on a tensor of the same size, and no
-other (besides the loss's scalar sums).
+On the jax backend the consistent view pins every planned S and B with a sharding constraint, holds a partial
+sum the plan keeps over one axis as stacked partial values, and leaves any other to XLA's partitioner; these
+tests read XLA's optimized program and check that the collectives it placed are the plan's Boxing: the same kind,
+over the same mesh axis, on a tensor of the same size, and no other (besides the loss's scalar sums).
 """
 import re
 
@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 import flowlayers as flow
+from flowlayers.parallel import report
 from flowlayers.parallel.boxing import LOCAL
+from flowlayers.sbp import Split, partial_sum
 
 JAX = flow.config.backend_name() == "jax"
 KIND = r"(all-reduce|reduce-scatter|all-gather|all-to-all|collective-permute)(?:-start)?"
@@ -92,7 +94,20 @@ def planned(plan, platform):
                      "all-to-all": (n - 1) / n / n}[kind]
             elements = round(b.bytes_per_step / share / 4)      # float32 models
             out.append(("all-reduce" if kind == "reduce-scatter" and platform == "cpu" else kind, axis, elements))
-    return sorted(out)
+    return sorted(c for c in out + returned(plan) if c[2] > 1)     # scalars aside, as in the engine's
+
+
+def returned(plan):
+    """The all-reduce of each value the step returns that the plan leaves a partial sum (the host reads it
+    whole): the Boxing of a returned value is not among the plan's."""
+    compiled = plan._compiled
+    nd_of, out = compiled.plan(plan.batch).sbp, []
+    for blob in compiled.program.results:
+        nd = nd_of[blob]
+        split = int(np.prod([n for (_, n), s in zip(plan.axes, nd) if isinstance(s, Split)]))
+        out += [("all-reduce", axis, int(np.prod(blob.shape)) // split)
+                for (axis, _), s in zip(plan.axes, nd) if s == partial_sum]
+    return out
 
 
 def engine_collectives(text, axes):
@@ -162,6 +177,35 @@ def test_the_collectives_xla_places_are_the_plans_boxing(case):
     engine = [c for c in engine_collectives(text, plan.axes) if c[2] > 1]    # the loss's scalar sums aside
     want = planned(plan, jax.devices()[0].platform)
     assert engine == want, f"{case}: XLA placed {engine}; the plan lists {want}\n{plan}"
+
+
+# op of test_signatures' matrix, mesh: every signature of the op tried at once, those with partial-sum inputs
+# made by a matmul over a split contraction (and kept so through the op, where the plan says so)
+KEPT_PARTIALS = [("identity", "2"), ("add", "2x2"), ("multiply", "2"), ("divide", "2"), ("reduce_sum", "2x2"),
+                 ("reduce_mean", "2"), ("matmul", "2"), ("einsum_projection", "2"), ("einsum_sum", "2x2"),
+                 ("reshape", "2x2"), ("transpose", "2"), ("concat", "2x2"), ("pad", "2"), ("gather", "2")]
+
+
+@pytest.mark.skipif(not JAX, reason="reads XLA's program (the jax backend)")
+@pytest.mark.parametrize("name, mesh", KEPT_PARTIALS)
+def test_a_partial_sum_the_plan_keeps_is_reduced_where_the_plan_says(name, mesh):
+    """A partial sum kept through linear ops is reduced by the Boxing after them, on the tensor there (one
+    device's partial values stacked over the axis meanwhile), not where it is made (XLA's partitioner reduces an
+    unconstrained one at once)."""
+    import jax
+    from test_signatures import MESHES, assignments, run
+
+    captured = []
+    build = report.build
+    report.build = lambda compiled, batch: captured.append(build(compiled, batch)) or captured[-1]
+    try:
+        run(name, assignments(name, MESHES[mesh]), MESHES[mesh], plan=[])
+    finally:
+        report.build = build
+    plan = captured[-1]
+    engine = [c for c in engine_collectives(plan.compiled_program(), plan.axes) if c[2] > 1]
+    want = planned(plan, jax.devices()[0].platform)
+    assert engine == want, f"{name} on {mesh}: XLA placed {engine}; the plan lists {want}\n{plan}"
 
 
 @pytest.mark.skipif(not JAX, reason="the jax backend shows its program")
