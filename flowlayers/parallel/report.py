@@ -43,11 +43,14 @@ class ParallelPlan:
         jax backend XLA's optimized HLO after partitioning, where the plan's Boxing are its collectives.  Compiled,
         not run.  A backend that cannot show it says so (``flow.ConfigError``)."""
         compiled = self._compiled
-        executable = getattr(compiled, "executable", None)
-        if not hasattr(executable, "compiled_text"):
+        if compiled is None:
+            raise ConfigError("compiled_program(): this ParallelPlan was not made by parallel_plan(), so it names no "
+                              "compiled step; expected model.parallel_plan() or a job function's")
+        if not hasattr(compiled.executable, "compiled_text"):
             raise ConfigError(f"parallel_plan().compiled_program(): the {compiled.placement.backend!r} backend does "
                               f"not show the program its engine compiles; expected a backend whose steps have "
                               f"compiled_text (jax); see its own tools for dumping programs")
+        executable = compiled.executable
         optimizer = compiled.program.optimizer
         lr, step = (0.0, 1) if optimizer is None else (optimizer.current_learning_rate(), optimizer.iterations + 1)
         feeds = [_zeros(x, self.batch, compiled.program.name) for x in compiled.program.inputs]
