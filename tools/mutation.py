@@ -121,7 +121,8 @@ TARGETS = {
     **{f"backends/flowlayers_jax/kernels/{k}.py": JAX_KERNEL_TESTS
        for k in ("conv", "elementwise", "embedding", "nn", "norm", "reduce", "shape")},
     "backends/flowlayers_jax/lowering.py": JAX_KERNEL_TESTS + [T + "parallel/test_signatures.py",
-                                                               T + "parallel/test_compiled_program.py"],
+                                                               T + "parallel/test_compiled_program.py",
+                                                               T + "test_oneflow_face.py"],
     "flowlayers/parallel/report.py": [T + "parallel/test_compiled_program.py", T + "parallel/test_boxing.py"],
 }
 
