@@ -194,15 +194,11 @@ class PlannedContext(Context):
 
     def _blockwise_axis(self, node):
         """The axis over which ``node`` makes a kept partial sum from inputs split over it, if it is BLOCKWISE."""
-        if node.op.name not in BLOCKWISE:
-            return None
         axis = next((self.kept[b] for b in node.outputs if b in self.kept), None)
         if axis is None:
             return None
         k = self._axis_index[axis]
-        wanted = [self.input_sbp(node, i)[k] for i in range(len(node.inputs))]
-        splits = [w for w in wanted if isinstance(w, Split)]
-        return axis if splits and all(isinstance(w, Split) or w == broadcast for w in wanted) else None
+        return axis if _makes_blocks(node, [self.input_sbp(node, i)[k] for i in range(len(node.inputs))]) else None
 
     def _blocks(self, node, inputs, axis):
         """Each input split over ``axis`` as its blocks stacked in a leading dim laid out over it (None where a
@@ -303,11 +299,17 @@ def _kept_partials(plan):
                 ok = node.op.name not in WHOLE_INPUTS and any(
                     made.get(x) == axis for x, s in zip(node.inputs, ins) if s == partial_sum)
             else:
-                ok = (node.op.name in BLOCKWISE and any(isinstance(s, Split) for s in ins)
-                      and all(isinstance(s, Split) or s == broadcast for s in ins))
+                ok = _makes_blocks(node, ins)
             for b, nd in zip(node.outputs, (plan.sbp[b] for b in node.outputs)):
                 if ok and nd[k] == partial_sum and sum(s == partial_sum for s in nd) == 1:
                     made[b] = axis
     index = {axis: k for k, (axis, _) in enumerate(plan.axes)}
     return {node.inputs[i]: made[node.inputs[i]] for (node, i), want in plan.wanted.items()
             if node.inputs[i] in made and want[index[made[node.inputs[i]]]] == partial_sum}
+
+
+def _makes_blocks(node, ins):
+    """Whether ``node``, its inputs arriving as ``ins`` over one axis, makes a partial sum over it from their
+    blocks: a ``BLOCKWISE`` op with some input split over the axis, every other whole there."""
+    return (node.op.name in BLOCKWISE and any(isinstance(s, Split) for s in ins)
+            and all(isinstance(s, Split) or s == broadcast for s in ins))

@@ -57,9 +57,15 @@ class Compiled:
         its learning rate and next step number, counted once the step has run."""
         if optimizer is None:
             return self(feeds)
-        values = self(feeds, optimizer.current_learning_rate(), optimizer.iterations + 1)
+        values = self(feeds, *_rate_and_step(optimizer))
         optimizer.iterations += 1
         return values
+
+    def compiled_text(self, feeds, optimizer=None):
+        """The program the engine compiles for the step ``run(feeds, optimizer)`` would run, as text, compiled and
+        not run (the executable's optional ``compiled_text``: ask ``hasattr`` first)."""
+        lr, step = (0.0, 1) if optimizer is None else _rate_and_step(optimizer)
+        return self.executable.compiled_text(feeds, self.handles(), lr, step)
 
     def run_steps(self, feeds, count, optimizer=None):
         """``count`` steps in one call (``contract.run_steps``: per input a ``Rows`` or an array stacked over the
@@ -71,6 +77,11 @@ class Compiled:
         if optimizer is not None:
             optimizer.iterations += count
         return values
+
+
+def _rate_and_step(optimizer):
+    """The learning rate and number of ``optimizer``'s next step."""
+    return optimizer.current_learning_rate(), optimizer.iterations + 1
 
 
 def planned_sbp(blob):

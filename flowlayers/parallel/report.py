@@ -50,13 +50,10 @@ class ParallelPlan:
             raise ConfigError(f"parallel_plan().compiled_program(): the {compiled.placement.backend!r} backend does "
                               f"not show the program its engine compiles; expected a backend whose steps have "
                               f"compiled_text (jax); see its own tools for dumping programs")
-        executable = compiled.executable
-        optimizer = compiled.program.optimizer
-        lr, step = (0.0, 1) if optimizer is None else (optimizer.current_learning_rate(), optimizer.iterations + 1)
         feeds = [_zeros(x, self.batch, compiled.program.name) for x in compiled.program.inputs]
         feeds = [[f] * compiled.placement.device_num if x.node.attrs.get("kind") == "list" else f
                  for f, x in zip(feeds, compiled.program.inputs)]
-        return executable.compiled_text(feeds, compiled.handles(), lr, step)
+        return compiled.compiled_text(feeds, compiled.program.optimizer)
 
     @property
     def bytes_per_device(self):
