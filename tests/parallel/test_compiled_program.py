@@ -259,3 +259,11 @@ def test_a_job_functions_program_has_its_plans_collectives():
     assert engine == planned(plan, jax.devices()[0].platform) and engine, (engine, str(plan))
     x, y = np.ones((8, 24), np.float32), np.arange(8, dtype=np.int32)
     assert np.isfinite(train_job(x, y)).all()
+
+
+def test_a_plan_made_by_hand_names_no_compiled_step():
+    plan = report.ParallelPlan("consistent", [("data", 2)], 8, {}, [])
+    with pytest.raises(flow.ConfigError, match=r"compiled_program\(\): this ParallelPlan was not made by "
+                                                r"parallel_plan\(\), so it names no compiled step"):
+        plan.compiled_program()
+    assert "No Boxing" in str(plan)
