@@ -134,9 +134,15 @@ class Rows:
 
     ``source`` is the same object in every call while the data stays the same (a training array, for the whole of
     ``fit``), so an engine may keep it on its devices once and gather each step's rows there, where the host would
-    otherwise copy every batch.  ``gather()`` is the host's way."""
+    otherwise copy every batch.  ``gather()`` is the host's way.
+
+    Where the steps' rows are consecutive in an epoch's order (``fit``'s batches), ``start`` says so: ``index`` is
+    ``order[start:start + index.size]`` in steps of ``index.shape[1]`` rows (``order`` None: the rows in their
+    order), so an engine that keeps ``order`` on its devices can make ``index`` there from ``start`` alone."""
     source: Any
     index: Any          # int array (steps, batch)
+    order: Any = None   # the epoch's row order (an int array over all rows), None: the rows in their order
+    start: Optional[int] = None     # the first step's first row in ``order``; None: ``index`` is not such a run
 
     def gather(self):
         return np.take(self.source, self.index, axis=0)

@@ -241,27 +241,66 @@ def _convert(a, dtype, what, integral_floats=False):
     return a.astype(dtype.numpy, copy=False)
 
 
-class Batch(tuple):
-    """A batch of rows of whole arrays: the row slices, and ``sources`` (the whole arrays) and ``index`` (the rows
-    taken), so that several batches can reach an engine as rows it may gather on its devices (``contract.Rows``)."""
+class Batch:
+    """A batch of rows of whole arrays, a sequence of their row blocks taken when first read, and ``sources``
+    (the whole arrays), ``order`` (the epoch's, None: the rows in their order), ``start`` and ``rows`` (the rows
+    taken: ``index``), so that an engine may take the rows on its devices (``contract.Rows``): the host then
+    copies no rows at all."""
 
-    def __new__(cls, values, sources, order, start):
-        batch = super().__new__(cls, values)
-        batch.sources, batch._order, batch._start = sources, order, start
-        return batch
+    def __init__(self, sources, order, start, rows):
+        self.sources, self.order, self.start, self.rows = sources, order, start, rows
+        self._values = None
 
     @property
     def index(self):
-        end = self._start + len(self[0])
-        return np.arange(self._start, end) if self._order is None else self._order[self._start:end]
+        end = self.start + self.rows
+        return np.arange(self.start, end) if self.order is None else self.order[self.start:end]
+
+    def values(self):
+        if self._values is None:
+            end = self.start + self.rows
+            self._values = tuple(a[self.start:end] if self.order is None else a[self.order[self.start:end]]
+                                 for a in self.sources)
+        return self._values
+
+    def __len__(self):
+        return len(self.sources)
+
+    def __getitem__(self, i):
+        return self.values()[i]
+
+    def __iter__(self):
+        return iter(self.values())
+
+
+def rows_of(batch):
+    """The rows of a batch (a Batch counts them without taking them)."""
+    return batch.rows if isinstance(batch, Batch) else len(batch[0])
+
+
+def run_start(batches):
+    """The first row of Batches that follow each other in one order (``contract.Rows.start``), else None."""
+    first = batches[0]
+    at = first.start
+    for b in batches:
+        if b.order is not first.order or b.start != at:
+            return None
+        at += b.rows
+    return first.start
+
+
+def run_index(order, start, batches):
+    """The rows of Batches of one size that follow each other from row ``start`` of ``order``, (batches, rows)."""
+    steps, rows = len(batches), batches[0].rows
+    taken = np.arange(start, start + steps * rows) if order is None else order[start:start + steps * rows]
+    return taken.reshape(steps, rows)
 
 
 def batches(arrays, batch_size, order=None):
-    """Yield Batches of slices of ``arrays`` (rows ``order`` when shuffled); the last batch may be smaller."""
+    """Yield Batches of the rows of ``arrays`` (in ``order`` when shuffled); the last batch may be smaller."""
     n = len(arrays[0])
-    shuffled = arrays if order is None else [a[order] for a in arrays]
     for start in range(0, n, batch_size):
-        yield Batch(tuple(a[start:start + batch_size] for a in shuffled), arrays, order, start)
+        yield Batch(arrays, order, start, min(batch_size, n - start))
 
 
 def num_batches(n, batch_size):

@@ -165,7 +165,7 @@ def _run_batches(model, step, batches, metrics, callbacks, hook, train, state=No
         getattr(callbacks, f"on_{hook}_batch_begin")(at, logs)
         # each metric's sum over the group (one per batch, stacked, for a group of several)
         sums = step.many(group) if len(group) > 1 else step(group[0])
-        rows = sum(len(b[0]) for b in group)
+        rows = sum(da.rows_of(b) for b in group)
         for m, total in zip(metrics, sums):
             m.update(total, rows)
         at += len(group)
@@ -186,7 +186,7 @@ def _groups(batches, size):
     smaller batch)."""
     group = []
     for batch in batches:
-        if group and (len(group) == size or len(batch[0]) != len(group[0][0])):
+        if group and (len(group) == size or da.rows_of(batch) != da.rows_of(group[0])):
             yield group
             group = []
         group.append(batch)
@@ -215,7 +215,7 @@ class _Stepper:
         compiled = self._for(batch)
         takes_rows = getattr(compiled.executable, "takes_rows", None)
         sources = getattr(batch, "sources", None)
-        if sources is not None and takes_rows is not None and takes_rows(len(batch[0]), sources):
+        if sources is not None and takes_rows is not None and takes_rows(da.rows_of(batch), sources):
             # rows of whole training arrays, to an engine that keeps them on its devices: the step gathers its rows
             # there, and the host sends their numbers instead of the rows
             return self.many([batch])
@@ -226,8 +226,9 @@ class _Stepper:
         call: rows of whole training arrays as ``contract.Rows``, other batches stacked."""
         first = group[0]
         if all(getattr(b, "sources", None) is not None and b.sources is first.sources for b in group):
-            index = np.stack([b.index for b in group])
-            feeds = [Rows(source, index) for source in first.sources]
+            start = da.run_start(group)
+            index = np.stack([b.index for b in group]) if start is None else da.run_index(first.order, start, group)
+            feeds = [Rows(source, index, first.order, start) for source in first.sources]
         else:
             feeds = [np.stack([b[i] for b in group]) for i in range(len(first))]
         return self._for(first).run_steps(feeds, len(group), self.optimizer)

@@ -123,3 +123,35 @@ def test_backup_every_n_steps_is_written_when_a_group_passes_a_multiple(tmp_path
     assert model.optimizer.iterations == 5
     saved = checkpoint_format.Reader(str(tmp_path / "backup" / "latest")).state["position"]
     assert (saved["epoch"], saved["batch"]) == (0, 4)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_group_of_fit_batches_reaches_the_engine_as_a_run_through_the_epochs_order(monkeypatch, shuffle):
+    """``Rows.start``: a group's rows are ``order[start:start + index.size]`` (no order: the rows in their order),
+    which an engine may rebuild on its devices from ``start``; the groups of an epoch follow each other."""
+    handed = []
+    run_steps = contract.run_steps
+    monkeypatch.setattr(contract, "run_steps", lambda ex, feeds, *a: handed.append(feeds) or run_steps(ex, feeds, *a))
+    train(2, epochs=2, shuffle=shuffle)      # 150 rows of batches of 32: groups of 2, 2, then 22 rows alone
+    assert len(handed) == 4
+    for k, feeds in enumerate(handed):
+        x, y = feeds
+        assert x.source is X and x.index is y.index and x.start == y.start == [0, 64][k % 2]
+        order = np.arange(150) if x.order is None else x.order
+        assert (x.order is not None) == shuffle
+        np.testing.assert_array_equal(x.index.ravel(), order[x.start:x.start + x.index.size])
+        np.testing.assert_array_equal(x.gather(), X[order[x.start:x.start + x.index.size]].reshape(
+            x.index.shape + (12,)))
+
+
+def test_batches_that_do_not_follow_each_other_in_one_order_are_no_run():
+    from flowlayers.models import data_adapter as da
+
+    order = np.random.default_rng(0).permutation(10)
+    batches = list(da.batches([np.arange(10.0)], 3, order))
+    assert da.run_start(batches[1:3]) == 3
+    assert da.run_start([batches[0], batches[2]]) is None
+    other = list(da.batches([np.arange(10.0)], 3, order.copy()))
+    assert da.run_start([batches[0], other[1]]) is None       # another order, though equal
+    np.testing.assert_array_equal(da.run_index(order, 3, batches[1:3]), order[3:9].reshape(2, 3))
+    np.testing.assert_array_equal(da.run_index(None, 3, batches[1:3]), np.arange(3, 9).reshape(2, 3))
