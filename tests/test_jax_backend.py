@@ -103,8 +103,8 @@ def test_the_total_of_a_run_of_steps_takes_two_reads_and_a_gap_or_another_output
 @pytest.mark.parametrize("view", ["consistent", "mirrored"])
 @pytest.mark.parametrize("one_hot", [False, True])
 def test_steps_fed_as_rows_kept_on_the_devices_train_as_steps_fed_their_rows(view, one_hot):
-    """On a GPU ``fit`` hands a step of large rows the numbers of its rows of the training arrays, kept on the
-    devices (``takes_rows``); here on CPU devices that path, forced, matches the one that feeds the rows, epoch
+    """On a GPU ``fit`` hands a step the numbers of its rows of the training arrays, kept on the devices
+    (``takes_rows``); here on CPU devices that path, forced, matches the one that feeds the rows, epoch
     losses, a last smaller batch, the evaluation and the weights.  Inputs and labels share their rows' numbers,
     whatever their rank (one-hot labels: a matrix)."""
     import numpy as np
@@ -145,6 +145,46 @@ def test_steps_fed_as_rows_kept_on_the_devices_train_as_steps_fed_their_rows(vie
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("view", ["consistent", "mirrored"])
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("steps_per_execution", [1, 2])
+def test_steps_that_run_through_an_epoch_make_their_rows_on_the_devices_and_transfer_nothing(
+        view, shuffle, steps_per_execution):
+    """Steps taking rows of the training arrays kept on the devices make their rows' numbers there, from the epoch's
+    order kept there too and the first row the steps before computed: an epoch transfers its first row's number
+    and its order (shuffled), and nothing else, step after step and group after group (a last smaller batch
+    too)."""
+    import jax
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=(72, 12)).astype("float32"), rng.integers(0, 4, 72).astype("int32")
+    flow.config.set_view(view)
+    inputs = flow.Input((12,))
+    model = flow.Model(inputs, flow.layers.Dense(4)(inputs))
+    model.compile(flow.optimizers.SGD(0.1, momentum=0.9), flow.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  steps_per_execution=steps_per_execution)
+    executable = model._executable("train").executable
+    executable.takes_rows = lambda rows, sources: True      # what a GPU does; a CPU is fed rows step by step
+    runtime, put = executable.runtime, executable.runtime.put
+    model.fit(x, y, batch_size=16, epochs=1, shuffle=shuffle, verbose=0)     # 4 batches of 16, one of 8
+    sent, host_args = [], []
+    runtime.put = lambda value, sharding: sent.append((np.shape(value), np.asarray(value).dtype)) or put(value,
+                                                                                                     sharding)
+    run = executable._run
+    executable._run = lambda fn, *args: host_args.extend(
+        a for a in jax.tree.leaves(args) if not isinstance(a, jax.Array)) or run(fn, *args)
+    try:
+        history = model.fit(x, y, batch_size=16, epochs=3, shuffle=shuffle, verbose=0)
+        each_epoch = ([((72,), np.dtype("int64"))] if shuffle else []) + [((), np.dtype("int32"))]
+        assert sent == each_epoch * 3
+        assert host_args == []      # nothing else the steps take comes from the host
+        assert np.all(np.isfinite(history.history["loss"]))
+    finally:
+        runtime.put = put
+        del executable._run
+
+
 def test_a_sum_that_was_not_finite_leaves_the_totals_of_later_runs_as_their_own_sums():
     """The running totals keep a NaN or inf sum of any step before; a later run's total is still its own."""
     import numpy as np
@@ -159,15 +199,11 @@ def test_a_sum_that_was_not_finite_leaves_the_totals_of_later_runs_as_their_own_
     assert contract.total([s[1] for s in steps[:5]]) == np.inf
 
 
-def test_a_gpu_step_gathers_its_rows_on_the_device_from_a_mebibyte_of_rows_and_a_cpu_step_never():
-    from flowlayers_jax.executable import _row_bytes, gathers_rows
+def test_a_gpu_step_gathers_its_rows_on_the_device_and_a_cpu_step_never():
+    from flowlayers_jax.executable import gathers_rows
 
-    assert _row_bytes(flow.Input((28, 28, 1))) == 28 * 28 * 4
-    assert _row_bytes(flow.Input((None, 8))) == 0
-    assert _row_bytes(flow.Input((3,), dtype="int64")) == 24
-    assert [gathers_rows("gpu", n, True) for n in (334 * 3136, 335 * 3136)] == [False, True]   # 1 MiB between
-    assert gathers_rows("tpu", 1 << 20, True) and not gathers_rows("cpu", 1 << 30, True)
-    assert not gathers_rows("gpu", 1 << 30, False)      # arrays too large to keep on the devices: fed
+    assert gathers_rows("gpu", True) and gathers_rows("tpu", True) and not gathers_rows("cpu", True)
+    assert not gathers_rows("gpu", False)      # arrays too large to keep on the devices: fed
 
 
 def test_training_arrays_up_to_a_gibibyte_are_kept_on_the_devices():

@@ -12,7 +12,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from flowlayers.contract import micro_batches, step_by_step
 
-from .executable import BaseExecutable, host, loss_terms, probes, rows_of, stacked_feeds, summed
+from .executable import BaseExecutable, host, loss_terms, made_rows, probes, rows_of, stacked_feeds, summed
 from .lowering import PlannedContext, run_graph
 
 
@@ -44,30 +44,39 @@ class ConsistentExecutable(BaseExecutable):
         if not self._scans:
             return step_by_step(self, feeds, handles, lrs, first_step)
         self._bind(handles)
-        sources, xs, uses = stacked_feeds(feeds, rt.stage)
+        sources, xs, uses, made, start = stacked_feeds(feeds, rt.stage)
+        rows = rows_of(feeds)
 
         def build():
-            plan = self.plan(rows_of(feeds))
+            plan = self.plan(rows)
             shardings = [None] * len(xs)
             for x, source, u in zip(p.inputs, sources, uses):
                 # the steps' axis whole on every device; each step's rows (or feed) laid out as the plan places them
                 spec = rt.spec(plan.sbp[x], len(x.shape))
                 shardings[u] = NamedSharding(rt.mesh, PartitionSpec(None, *(spec[:1] if source is not None else spec)))
 
-            def scanned(*args):
+            def scanned(trained, slots, updated, read, sources, first_row, xs, lrs, first):
+                xs = [jax.lax.with_sharding_constraint(x, s) if m else x for x, s, m in
+                      zip(made_rows(xs, made, first_row, lrs.shape[0], rows), shardings, made)]
                 outs, *carry = self._scanned(
                     lambda t, s, u, read, f, lr, step: self._step([plan], True, t, s, u, read,
-                                                                  [_pinned(f, plan, p, rt)], lr, step), uses, *args)
+                                                                  [_pinned(f, plan, p, rt)], lr, step), uses,
+                    trained, slots, updated, read, sources, xs, lrs, first)
+                if any(made):       # the first row of the steps after
+                    outs = [*outs, first_row + lrs.shape[0] * rows]
                 # the loop's final values kept in the variables' shardings too: the partitioner may lay out a loop's
                 # results otherwise (a replicated bias came back split over "model" on a (model, data) mesh)
                 return outs, *[self._keep(group, k) for k, group in enumerate(carry)]
 
+            placed = [rt.replicated(1) if m else s for s, m in zip(shardings, made)]
             return (self._counted(scanned, steps=True), p.phase == "train",
-                    [[None if s is None else rt.replicated(s.ndim) for s in sources], shardings, rt.replicated(1),
-                     rt.replicated(1), rt.replicated()])
+                    [[None if s is None else rt.replicated(s.ndim) for s in sources], rt.replicated(), placed,
+                     rt.replicated(1), rt.replicated(1), rt.replicated()])
 
-        fn = self._jit(("steps", rows_of(feeds), tuple(s is None for s in sources), uses), build)
-        return self._called(self._run(fn, sources, xs, *self._steps_scalars(lrs, first_step)), first_step + len(lrs))
+        fn = self._jit(("steps", rows, tuple(s is None for s in sources), uses, made), build)
+        first_row = self._first_row(start)
+        out = self._run(fn, sources, first_row, xs, *self._steps_scalars(lrs, first_step))
+        return self._called(self._moved(out, start, len(lrs) * rows), first_step + len(lrs))
 
     def _step(self, plans, update, trained, slots, updated, read, chunks, lr, step):
         p = self.program

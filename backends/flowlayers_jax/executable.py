@@ -15,7 +15,6 @@ from flowlayers.errors import ConfigError, EngineError, FlowLayersError
 # XLA:CPU runs convolutions and pooling inside a loop several times slower than alone (LeNet, 32 steps scanned on
 # logical CPU devices: 6x slower per step, 100 s to compile): on CPUs their steps are dispatched one by one
 WINDOWED = ("conv2d", "conv2d_transpose", "max_pool2d", "avg_pool2d")
-ROWS_FROM_BYTES = 1 << 20      # a step's rows from which a GPU step gathers them on the device (takes_rows)
 _in_flight = [None]     # the arrays of the last step dispatched on several CPU devices (see BaseExecutable._waits)
 
 
@@ -45,7 +44,8 @@ class BaseExecutable:
         self._read = [v.path for v in p.variables if v.path not in written]
         self._handles, self._fns, self._box_shardings = None, {}, None
         self._math = functional.FunctionalMath(jnp)
-        self._lr = self._lrs = self._next_step = self._running = None
+        self._lr = self._next_step = self._next_row = self._running = None
+        self._lrs = {}
         self._modes = program.output_modes + ["numpy"] * len(program.gradients)
         # On several CPU devices a step is dispatched only once the step before (of any program) has ended; the
         # host still prepares it meanwhile.  XLA:CPU runs the devices' programs on one thread pool as large as the
@@ -55,7 +55,6 @@ class BaseExecutable:
         # (several processes: each its own pool, the same rule within it)
         self._waits = runtime.waits
         self._scans = self._can_scan()
-        self._row_bytes = sum(_row_bytes(x) for x in program.inputs)
         self._compiling = False     # compiled_text: the next step compiled, not run
 
     def _check_placements(self):
@@ -142,12 +141,15 @@ class BaseExecutable:
         return self._lr[1], self._totals(), self._number(step)
 
     def _steps_scalars(self, lrs, first_step):
-        """``_scalars`` of several steps: their rates (kept while they stay), the running totals, the first
+        """``_scalars`` of several steps: their rates (the last few kept), the running totals, the first
         step's number."""
-        lrs = np.asarray(lrs, np.float32)
-        if self._lrs is None or not np.array_equal(self._lrs[0], lrs):
-            self._lrs = (lrs, self.runtime.put(lrs, self.runtime.replicated(1)))
-        return self._lrs[1], self._totals(), self._number(first_step)
+        key = tuple(float(np.float32(lr)) for lr in lrs)
+        placed = self._lrs.get(key)
+        if placed is None:
+            if len(self._lrs) >= 4:     # a schedule's rates change every call: keep the last few (a group, the last)
+                self._lrs.clear()
+            placed = self._lrs[key] = self.runtime.put(np.asarray(key, np.float32), self.runtime.replicated(1))
+        return placed, self._totals(), self._number(first_step)
 
     def _totals(self):
         if self._running is None:
@@ -161,6 +163,23 @@ class BaseExecutable:
             return known[1]
         # placed as the step places the number it computes, so that both take one trace
         return self.runtime.put(np.float32(step), self.runtime.replicated())
+
+    def _first_row(self, start):
+        """Row ``start`` of an epoch's order as a device scalar: the one the steps before computed where it is
+        theirs to follow (``_moved``), so that steps running through an epoch transfer no row numbers."""
+        known = self._next_row
+        if start is None:
+            return None
+        if known is not None and known[0] == start:
+            return known[1]
+        return self.runtime.put(np.int32(start), self.runtime.replicated())
+
+    def _moved(self, out, start, rows):
+        """``out`` of a step over ``rows`` rows from ``start`` (``_first_row``) less the first row of the steps
+        after, computed on the devices (just before the totals and the step number), kept for them."""
+        if start is not None:
+            self._next_row = (start + rows, out.pop(-3))
+        return out
 
     def _counted(self, step_fn, steps=False):
         """``step_fn(..., lr, step)`` (``steps``: ``(..., lrs, first)``, one step per rate) taking also the running
@@ -191,8 +210,7 @@ class BaseExecutable:
         """Whether a step of ``rows`` rows of the whole training arrays ``sources`` runs faster gathering them from
         the arrays kept on the devices (``steps`` with ``Rows``) than fed them (``gathers_rows``; arrays too large
         to keep there would be gathered on the host instead)."""
-        return self._scans and gathers_rows(self.runtime.platform, rows * self._row_bytes,
-                                            all(self.runtime.stages(s) for s in sources))
+        return self._scans and gathers_rows(self.runtime.platform, all(self.runtime.stages(s) for s in sources))
 
     def _updates_variables(self, step):
         return self.program.optimizer is None or self.program.optimizer.is_update_step(step)
@@ -219,6 +237,9 @@ class BaseExecutable:
             outs, *carry = one_step(*carry, read, feeds, lr, step)
             return tuple(carry), outs
 
+        if lrs.shape[0] == 1:       # one step (fit's rows gathered step by step): no loop around it
+            carry, outs = body((trained, slots, updated), jax.tree.map(lambda a: a[0], (xs, lrs, steps)))
+            return jax.tree.map(lambda a: a[None], outs), *carry
         carry, outs = jax.lax.scan(body, (trained, slots, updated), (xs, lrs, steps))
         return outs, *carry
 
@@ -242,19 +263,12 @@ class BaseExecutable:
         return [jax.lax.with_sharding_constraint(v, s) for v, s in zip(values, self._shardings[group])]
 
 
-def gathers_rows(platform, nbytes, kept):
-    """Whether a step fed ``nbytes`` of rows of whole training arrays on ``platform`` gathers them from the arrays
-    kept on its devices instead (``kept``: the arrays can be): on a GPU, from ``ROWS_FROM_BYTES`` (fed rows cross
-    from pageable host memory; below, the gather costs more: bench/RESULTS_jax_gpu.md).  A CPU device reads fed
-    rows where they are."""
-    return kept and platform != "cpu" and nbytes >= ROWS_FROM_BYTES
-
-
-def _row_bytes(blob):
-    """The bytes of one row of an input (0 where its row's shape is not known)."""
-    if not blob.shape or any(d is None for d in blob.shape[1:]):
-        return 0
-    return int(np.prod(blob.shape[1:], dtype=np.int64)) * np.dtype(blob.dtype.numpy).itemsize
+def gathers_rows(platform, kept):
+    """Whether a step fed rows of whole training arrays on ``platform`` gathers them from the arrays kept on its
+    devices instead (``kept``: the arrays can be): on a GPU, where fed rows cross from pageable host memory in a
+    transfer that waits, and a step that makes its rows on the device transfers nothing (bench/RESULTS_jax_gpu.md:
+    run 7).  A CPU device reads fed rows where they are."""
+    return kept and platform != "cpu"
 
 
 def _placing(fn, place, waits):
@@ -277,23 +291,44 @@ class _CompiledText(Exception):
 
 
 def stacked_feeds(feeds, stage):
-    """Several steps' feeds -> (per input its staged source or None, the host arrays of rows or stacked feeds,
-    per input which of those it takes).  Inputs taking the same rows share one array.  ``stage(source)``: the
-    whole array on the devices, or None where it is too large."""
-    sources, arrays, uses, seen = [], [], [], {}
+    """Several steps' feeds -> (per input its staged source or None, the arrays of rows or stacked feeds, per input
+    which of those it takes, which of those are made on the devices, the first row of those).  Inputs taking the
+    same rows share one array.  Rows that run through an epoch's order (``Rows.start``) are made on the devices
+    from the order kept there (``made``: its entry is the staged order, None for the rows in their order) and the
+    first row's number, so that such a step transfers nothing; other rows are host arrays of row numbers.
+    ``stage(array)``: the whole array on the devices, or None where it is too large."""
+    sources, arrays, uses, made, seen, start = [], [], [], [], {}, None
     for feed in feeds:
         source = stage(feed.source) if isinstance(feed, Rows) else None
         if source is not None:
             key = id(feed.index)
             if key not in seen:
                 seen[key] = len(arrays)
-                arrays.append(np.asarray(feed.index, np.int32))
+                order = None if feed.order is None or feed.start is None else stage(np.asarray(feed.order))
+                if feed.start is not None and (feed.order is None or order is not None):
+                    arrays.append(order)
+                    made.append(True)
+                    start = feed.start
+                else:
+                    arrays.append(np.asarray(feed.index, np.int32))
+                    made.append(False)
             uses.append(seen[key])
         else:
             uses.append(len(arrays))
             arrays.append(np.asarray(feed.gather() if isinstance(feed, Rows) else feed))
+            made.append(False)
         sources.append(source)
-    return sources, arrays, tuple(uses)
+    return sources, arrays, tuple(uses), tuple(made), start
+
+
+def made_rows(arrays, made, first, steps, rows):
+    """Inside a traced step: ``stacked_feeds``' arrays with those ``made`` replaced by their steps' row numbers,
+    (steps, rows), from row ``first`` (a device scalar) of the staged order (None: the rows in their order)."""
+    def index(order):
+        if order is None:
+            return first + jnp.arange(steps * rows, dtype=jnp.int32)
+        return jax.lax.dynamic_slice_in_dim(order, first, steps * rows).astype(jnp.int32)
+    return [index(a).reshape(steps, rows) if m else a for a, m in zip(arrays, made)]
 
 
 def rows_of(feeds):

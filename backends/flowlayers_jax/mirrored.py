@@ -19,7 +19,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from flowlayers.contract import step_by_step
 from flowlayers.errors import EngineError
 
-from .executable import BaseExecutable, host, loss_terms, probes, rows_of, stacked_feeds, summed
+from .executable import BaseExecutable, host, loss_terms, made_rows, probes, rows_of, stacked_feeds, summed
 from .lowering import Context, run_graph
 
 AXIS = "replica"
@@ -59,14 +59,18 @@ class MirroredExecutable(BaseExecutable):
             return step_by_step(self, feeds, handles, lrs, first_step)
         self._bind(handles)
         split_steps = NamedSharding(rt.mesh, PartitionSpec(None, AXIS))
-        sources, xs, uses = stacked_feeds(feeds, rt.stage)
-        fn = self._jit(("steps", tuple(s is None for s in sources), uses), lambda: (
-            self._counted(lambda *a: self._scan_replicas(uses, *a), steps=True), p.phase == "train",
-            [[None if s is None else rt.replicated(s.ndim) for s in sources], [split_steps] * len(xs),
-             rt.replicated(1), rt.replicated(1), rt.replicated()]))
-        return self._called(self._run(fn, sources, xs, *self._steps_scalars(lrs, first_step)), first_step + len(lrs))
+        sources, xs, uses, made, start = stacked_feeds(feeds, rt.stage)
+        rows = rows_of(feeds)
+        fn = self._jit(("steps", rows, tuple(s is None for s in sources), uses, made), lambda: (
+            self._counted(lambda *a: self._scan_replicas(uses, made, rows, *a), steps=True), p.phase == "train",
+            [[None if s is None else rt.replicated(s.ndim) for s in sources], rt.replicated(),
+             [rt.replicated(1) if m else split_steps for m in made], rt.replicated(1), rt.replicated(1),
+             rt.replicated()]))
+        first_row = self._first_row(start)
+        out = self._run(fn, sources, first_row, xs, *self._steps_scalars(lrs, first_step))
+        return self._called(self._moved(out, start, len(lrs) * rows), first_step + len(lrs))
 
-    def _scan_replicas(self, uses, trained, slots, updated, read, sources, xs, lrs, first):
+    def _scan_replicas(self, uses, made, rows, trained, slots, updated, read, sources, first_row, xs, lrs, first):
         replicated, split = PartitionSpec(), PartitionSpec(None, AXIS)
         groups = (trained, slots, updated, read)
         in_specs = tuple([replicated] * len(g) for g in groups) + (
@@ -78,7 +82,12 @@ class MirroredExecutable(BaseExecutable):
 
         body = jax.shard_map(lambda *a: self._scanned(one_step, uses, *a), mesh=self.runtime.mesh,
                              in_specs=in_specs, out_specs=out_specs)
-        return body(trained, slots, updated, read, sources, xs, lrs, first)
+        # rows made from the epoch's order here, then each replica's part of them passed in as fed rows are
+        xs = made_rows(xs, made, first_row, lrs.shape[0], rows)
+        outs, *carry = body(trained, slots, updated, read, sources, xs, lrs, first)
+        if any(made):       # the first row of the steps after
+            outs = [*outs, first_row + lrs.shape[0] * rows]
+        return outs, *carry
 
     def _fetch(self, value, mode, blob, rows, width):
         """A step output -> host: a sum as is; per replica, its real rows (``list``: one array each; ``numpy``:
