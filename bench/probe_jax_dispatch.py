@@ -18,9 +18,10 @@ on the flat image, a step of almost no arithmetic, where a CPU shows the host's 
 - ``flow_jit``: flowlayers' jitted step function itself called in a loop, as the hand-written ones are;
 - ``flow_call``: flowlayers' compiled step called in a loop (``Compiled.run``) on the batch's rows, fit's loop
   left out;
-- ``flow_fit``: ``model.fit`` (verbose 0, no shuffling): on a GPU a step of 1 MiB of rows or more gathers them
-  from the training arrays kept on the device (``takes_rows``);
-- ``flow_fit_rows`` / ``flow_fit_fed``: the same, every step gathering its rows / fed them from the host.
+- ``flow_fit``: ``model.fit`` (verbose 0, no shuffling): on a GPU each step takes its rows from the training
+  arrays kept on the device, its row numbers made there (``takes_rows``);
+- ``flow_fit_rows`` / ``flow_fit_fed``: the same, every step taking its rows on the device / fed them from the
+  host, whatever the platform.
 
 Prints per contender the median samples/s over ``PROBE_ROUNDS`` rounds (3) of ``PROBE_STEPS`` steps (600) and the
 host's share (time until the loop has dispatched its last step over the time until that step ends), one JSON line

@@ -89,9 +89,11 @@ def report(found):
         lines += ["", "| probe (one process) | us a step | host share |", "|---|---|---|"]
         lines += [f"| {r['probe']} ({r['model']} b{r['batch']}) | {r['us_per_step']} | {r['host_share']} |"
                   for r in probes]
-        us = {r["probe"]: r["us_per_step"] for r in probes}
-        if "flow_fit" in us and "hand_x32" in us:
-            lines.append(f"\nfit against the hand-written step in one process: {us['hand_x32'] / us['flow_fit']:.2f}x")
+        us = {(r["probe"], r["model"], r["batch"]): r["us_per_step"] for r in probes}
+        for m, b in dict.fromkeys((m, b) for _, m, b in us):
+            if ("flow_fit", m, b) in us and ("hand_x32", m, b) in us:
+                lines.append(f"\nfit against the hand-written step in one process, {m} b{b}: "
+                             f"{us['hand_x32', m, b] / us['flow_fit', m, b]:.2f}x")
     return "\n".join(lines)
 
 
