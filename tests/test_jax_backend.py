@@ -185,6 +185,32 @@ def test_steps_that_run_through_an_epoch_make_their_rows_on_the_devices_and_tran
         del executable._run
 
 
+def test_rows_of_runs_from_different_rows_in_one_call_train_as_the_rows_fed():
+    """Each input's Rows a run of its own order from its own first row: one is made on the devices, the other
+    sent as row numbers, and the steps train as if fed the rows."""
+    import numpy as np
+
+    from flowlayers import contract
+
+    rng = np.random.default_rng(6)
+    x, y = rng.normal(size=(64, 12)).astype("float32"), rng.integers(0, 4, 64).astype("int32")
+    order = rng.permutation(64)
+    flow.config.set_view("consistent")
+    inputs = flow.Input((12,))
+    model = flow.Model(inputs, flow.layers.Dense(4)(inputs))
+    model.compile(flow.optimizers.SGD(0.1), flow.losses.SparseCategoricalCrossentropy(from_logits=True))  # no slots
+    step, start = model._executable("train"), model.get_weights()
+    x_rows, y_rows = order[8:40].reshape(2, 16), np.arange(24, 56).reshape(2, 16)
+    runs = [contract.Rows(x, x_rows, order, 8), contract.Rows(y, y_rows, None, 24)]
+    by_runs = step.executable.steps(runs, step.handles(), [0.1, 0.1], 1)
+    runs_w = model.get_weights()
+    model.set_weights(start)
+    fed = step.executable.steps([x[x_rows], y[y_rows]], step.handles(), [0.1, 0.1], 1)
+    np.testing.assert_allclose(np.asarray(by_runs[0]), np.asarray(fed[0]), rtol=1e-6)
+    for a, b in zip(runs_w, model.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
 def test_a_sum_that_was_not_finite_leaves_the_totals_of_later_runs_as_their_own_sums():
     """The running totals keep a NaN or inf sum of any step before; a later run's total is still its own."""
     import numpy as np

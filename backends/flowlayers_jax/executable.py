@@ -167,9 +167,9 @@ class BaseExecutable:
     def _first_row(self, start):
         """Row ``start`` of an epoch's order as a device scalar: the one the steps before computed where it is
         theirs to follow (``_moved``), so that steps running through an epoch transfer no row numbers."""
-        known = self._next_row
         if start is None:
             return None
+        known = self._next_row
         if known is not None and known[0] == start:
             return known[1]
         return self.runtime.put(np.int32(start), self.runtime.replicated())
@@ -304,8 +304,10 @@ def stacked_feeds(feeds, stage):
             key = id(feed.index)
             if key not in seen:
                 seen[key] = len(arrays)
-                order = None if feed.order is None or feed.start is None else stage(np.asarray(feed.order))
-                if feed.start is not None and (feed.order is None or order is not None):
+                # one first row for all the rows made on the devices: runs from another row are sent as numbers
+                runs = feed.start is not None and start in (None, feed.start)
+                order = None if feed.order is None or not runs else stage(np.asarray(feed.order))
+                if runs and (feed.order is None or order is not None):
                     arrays.append(order)
                     made.append(True)
                     start = feed.start
