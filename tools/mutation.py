@@ -72,7 +72,7 @@ TARGETS = {
                                          T + "models/test_steps_per_execution.py"],
     # data sources
     "flowlayers/models/data_adapter.py": [T + "models/test_data_adapters.py", T + "models/test_keras_surface.py",
-                                          T + "test_checkpoints.py"],
+                                          T + "test_checkpoints.py", T + "models/test_steps_per_execution.py"],
     "flowlayers/optimizers/functional.py": [T + "optimizers/test_functional_rules.py"],
     # the optimizer rules
     "flowlayers/optimizers/rules.py": [T + "optimizers", T + "parallel/test_update_kernels.py"],

@@ -44,6 +44,30 @@ def test_groups_of_steps_train_as_single_steps(view, n):
 
 
 @pytest.mark.parametrize("view, n", [("consistent", 2), ("mirrored", 2)])
+def test_the_steps_after_a_group_take_the_numbers_single_steps_take(view, n):
+    """Adam's bias correction and dropout's draws depend on the step's number: the group's steps and those after
+    it (the epoch's last, smaller batch alone, then the next epoch) are numbered as single steps are."""
+    runs = []
+    for spe in (1, 4):
+        if view == "consistent":
+            consistent(n, {"data": n})
+        else:
+            flow.config.set_view("mirrored")
+            flow.config.gpu_device_num(n)
+            flow.clear_session()
+        flow.config.set_seed(7)
+        x = flow.Input((12,))
+        h = flow.layers.Dropout(0.3)(flow.layers.Dense(16, activation="relu", name="hidden")(x))
+        model = flow.Model(x, flow.layers.Dense(4, name="out")(h))
+        model.compile(flow.optimizers.Adam(0.01), flow.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      steps_per_execution=spe)
+        model.fit(X, Y, batch_size=32, epochs=3, shuffle=True, verbose=0)
+        runs.append(model.get_weights())
+    for a, b in zip(*runs):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+@pytest.mark.parametrize("view, n", [("consistent", 2), ("mirrored", 2)])
 def test_each_step_of_a_group_takes_its_own_scheduled_rate(view, n):
     """A rate that changes inside a group (after steps 3 and 7 of 15) reaches each of the group's steps as it
     reaches single steps: the same weights as K = 1, and not those of the group's first rate for all its steps."""
@@ -155,3 +179,4 @@ def test_batches_that_do_not_follow_each_other_in_one_order_are_no_run():
     assert da.run_start([batches[0], other[1]]) is None       # another order, though equal
     np.testing.assert_array_equal(da.run_index(order, 3, batches[1:3]), order[3:9].reshape(2, 3))
     np.testing.assert_array_equal(da.run_index(None, 3, batches[1:3]), np.arange(3, 9).reshape(2, 3))
+    np.testing.assert_array_equal(da.run_index(order, 9, batches[3:]), order[9:].reshape(1, 1))  # the last, alone
