@@ -12,7 +12,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from flowlayers.contract import micro_batches, step_by_step
 
-from .executable import BaseExecutable, host, loss_terms, made_rows, probes, rows_of, stacked_feeds, summed
+from .executable import (BaseExecutable, host, loss_terms, made_rows, probes, rows_of, stacked_feeds, summed,
+                         with_next_row)
 from .lowering import PlannedContext, run_graph
 
 
@@ -62,8 +63,7 @@ class ConsistentExecutable(BaseExecutable):
                     lambda t, s, u, read, f, lr, step: self._step([plan], True, t, s, u, read,
                                                                   [_pinned(f, plan, p, rt)], lr, step), uses,
                     trained, slots, updated, read, sources, xs, lrs, first)
-                if any(made):       # the first row of the steps after
-                    outs = [*outs, first_row + lrs.shape[0] * rows]
+                outs = with_next_row(outs, made, first_row, lrs.shape[0], rows)
                 # the loop's final values kept in the variables' shardings too: the partitioner may lay out a loop's
                 # results otherwise (a replicated bias came back split over "model" on a (model, data) mesh)
                 return outs, *[self._keep(group, k) for k, group in enumerate(carry)]
@@ -74,9 +74,7 @@ class ConsistentExecutable(BaseExecutable):
                      rt.replicated(1), rt.replicated(1), rt.replicated()])
 
         fn = self._jit(("steps", rows, tuple(s is None for s in sources), uses, made), build)
-        first_row = self._first_row(start)
-        out = self._run(fn, sources, first_row, xs, *self._steps_scalars(lrs, first_step))
-        return self._called(self._moved(out, start, len(lrs) * rows), first_step + len(lrs))
+        return self._run_steps(fn, sources, xs, start, rows, lrs, first_step)
 
     def _step(self, plans, update, trained, slots, updated, read, chunks, lr, step):
         p = self.program

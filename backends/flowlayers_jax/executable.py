@@ -164,22 +164,19 @@ class BaseExecutable:
         # placed as the step places the number it computes, so that both take one trace
         return self.runtime.put(np.float32(step), self.runtime.replicated())
 
-    def _first_row(self, start):
-        """Row ``start`` of an epoch's order as a device scalar: the one the steps before computed where it is
-        theirs to follow (``_moved``), so that steps running through an epoch transfer no row numbers."""
-        if start is None:
-            return None
-        known = self._next_row
-        if known is not None and known[0] == start:
-            return known[1]
-        return self.runtime.put(np.int32(start), self.runtime.replicated())
-
-    def _moved(self, out, start, rows):
-        """``out`` of a step over ``rows`` rows from ``start`` (``_first_row``) less the first row of the steps
-        after, computed on the devices (just before the totals and the step number), kept for them."""
+    def _run_steps(self, fn, sources, xs, start, rows, lrs, first_step):
+        """Run ``steps``' jitted ``fn`` (made with ``with_next_row``) on ``stacked_feeds``' ``sources`` and ``xs``:
+        the first row of rows made on the devices (``start``) is the device scalar the steps before computed where
+        these steps follow them, so that steps running through an epoch transfer no row numbers; the first row
+        of the steps after, computed on the devices (just before the totals and the step number), is kept."""
+        known, first_row = self._next_row, None
         if start is not None:
-            self._next_row = (start + rows, out.pop(-3))
-        return out
+            first_row = (known[1] if known is not None and known[0] == start
+                         else self.runtime.put(np.int32(start), self.runtime.replicated()))
+        out = self._run(fn, sources, first_row, xs, *self._steps_scalars(lrs, first_step))
+        if start is not None:
+            self._next_row = (start + len(lrs) * rows, out.pop(-3))
+        return self._called(out, first_step + len(lrs))
 
     def _counted(self, step_fn, steps=False):
         """``step_fn(..., lr, step)`` (``steps``: ``(..., lrs, first)``, one step per rate) taking also the running
@@ -321,6 +318,12 @@ def stacked_feeds(feeds, stage):
             made.append(False)
         sources.append(source)
     return sources, arrays, tuple(uses), tuple(made), start
+
+
+def with_next_row(outs, made, first, steps, rows):
+    """Inside a traced group of ``steps`` steps: its outputs, and where it made rows on the devices (``made``) the
+    first row of the steps after (``BaseExecutable._run_steps``)."""
+    return [*outs, first + steps * rows] if any(made) else outs
 
 
 def made_rows(arrays, made, first, steps, rows):

@@ -19,7 +19,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 from flowlayers.contract import step_by_step
 from flowlayers.errors import EngineError
 
-from .executable import BaseExecutable, host, loss_terms, made_rows, probes, rows_of, stacked_feeds, summed
+from .executable import (BaseExecutable, host, loss_terms, made_rows, probes, rows_of, stacked_feeds, summed,
+                         with_next_row)
 from .lowering import Context, run_graph
 
 AXIS = "replica"
@@ -66,9 +67,7 @@ class MirroredExecutable(BaseExecutable):
             [[None if s is None else rt.replicated(s.ndim) for s in sources], rt.replicated(),
              [rt.replicated(1) if m else split_steps for m in made], rt.replicated(1), rt.replicated(1),
              rt.replicated()]))
-        first_row = self._first_row(start)
-        out = self._run(fn, sources, first_row, xs, *self._steps_scalars(lrs, first_step))
-        return self._called(self._moved(out, start, len(lrs) * rows), first_step + len(lrs))
+        return self._run_steps(fn, sources, xs, start, rows, lrs, first_step)
 
     def _scan_replicas(self, uses, made, rows, trained, slots, updated, read, sources, first_row, xs, lrs, first):
         replicated, split = PartitionSpec(), PartitionSpec(None, AXIS)
@@ -85,9 +84,7 @@ class MirroredExecutable(BaseExecutable):
         # rows made from the epoch's order here, then each replica's part of them passed in as fed rows are
         xs = made_rows(xs, made, first_row, lrs.shape[0], rows)
         outs, *carry = body(trained, slots, updated, read, sources, xs, lrs, first)
-        if any(made):       # the first row of the steps after
-            outs = [*outs, first_row + lrs.shape[0] * rows]
-        return outs, *carry
+        return with_next_row(outs, made, first_row, lrs.shape[0], rows), *carry
 
     def _fetch(self, value, mode, blob, rows, width):
         """A step output -> host: a sum as is; per replica, its real rows (``list``: one array each; ``numpy``:

@@ -253,8 +253,7 @@ class Batch:
 
     @property
     def index(self):
-        end = self.start + self.rows
-        return np.arange(self.start, end) if self.order is None else self.order[self.start:end]
+        return _taken(self.order, self.start, self.rows)
 
     def values(self):
         if self._values is None:
@@ -292,8 +291,12 @@ def run_start(batches):
 def run_index(order, start, batches):
     """The rows of Batches of one size that follow each other from row ``start`` of ``order``, (batches, rows)."""
     steps, rows = len(batches), batches[0].rows
-    taken = np.arange(start, start + steps * rows) if order is None else order[start:start + steps * rows]
-    return taken.reshape(steps, rows)
+    return _taken(order, start, steps * rows).reshape(steps, rows)
+
+
+def _taken(order, start, count):
+    """Rows ``start`` to ``start + count`` of ``order`` (None: the rows in their order)."""
+    return np.arange(start, start + count) if order is None else order[start:start + count]
 
 
 def batches(arrays, batch_size, order=None):
