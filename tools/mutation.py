@@ -107,7 +107,11 @@ TARGETS = {
     "flowlayers/framework/cluster.py": [T + "processes/test_launch.py"],
     "backends/flowlayers_jax/executable.py": [T + "models/test_steps_per_execution.py", T + "test_cross_backend.py",
                                               T + "test_jax_backend.py", T + "models/test_keras_surface.py",
-                                              T + "parallel/test_compiled_program.py"],
+                                              T + "parallel/test_compiled_program.py",
+                                              T + "models/test_group_equals_single_steps.py"],
+    "backends/flowlayers_jax/runtime.py": [T + "test_jax_backend.py", T + "models/test_steps_per_execution.py",
+                                           T + "models/test_group_equals_single_steps.py", T + "test_initializers.py",
+                                           T + "parallel/test_hybrid.py"],
     "backends/flowlayers_jax/mirrored.py": [T + "models/test_steps_per_execution.py", T + "test_cross_backend.py",
                                             T + "test_jax_backend.py"],
     "backends/flowlayers_jax/consistent.py": [T + "models/test_steps_per_execution.py", T + "test_cross_backend.py",
@@ -122,7 +126,8 @@ TARGETS = {
        for k in ("conv", "elementwise", "embedding", "nn", "norm", "reduce", "shape")},
     "backends/flowlayers_jax/lowering.py": JAX_KERNEL_TESTS + [T + "parallel/test_signatures.py",
                                                                T + "parallel/test_compiled_program.py",
-                                                               T + "test_oneflow_face.py"],
+                                                               T + "test_oneflow_face.py",
+                                                               T + "models/test_dropout_masks.py"],
     "flowlayers/parallel/report.py": [T + "parallel/test_compiled_program.py", T + "parallel/test_boxing.py"],
 }
 
