@@ -1,0 +1,75 @@
+"""A griffe extension for the API reference: docstring examples become code blocks.
+
+The docstrings are written for ``help()`` and doctest: examples are ``>>>`` lines, or an indented block after a
+line ending in ``::`` (reStructuredText's literal block).  Markdown reads the first as a paragraph, which runs the
+lines together into prose.  This rewrites both as fenced blocks (``pycon`` for doctest lines, ``python`` otherwise)
+before the docstring is parsed, so Pygments colours them; the source is not touched.
+"""
+import re
+
+import griffe
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def _indent(line):
+    return len(line) - len(line.lstrip())
+
+
+def _fenced(lines, language):
+    return [f"```{language}", *lines, "```"]
+
+
+def _literal_block(lines, start, base):
+    """The indented lines from ``start`` on (blank lines inside kept), dedented; and the index after them."""
+    end, block = start, []
+    while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > base):
+        block.append(lines[end])
+        end += 1
+    while block and not block[-1].strip():
+        block.pop()
+        end -= 1
+    depth = min((_indent(line) for line in block if line.strip()), default=0)
+    return [line[depth:] for line in block], end
+
+
+def fence_examples(text):
+    """``text`` with its doctest runs and ``::`` literal blocks fenced; text inside existing fences is kept."""
+    lines, out, i, in_fence = text.split("\n"), [], 0, False
+    while i < len(lines):
+        line = lines[i]
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        if in_fence or _FENCE.match(line):
+            out.append(line)
+            i += 1
+        elif line.rstrip().endswith("::") and i + 1 < len(lines) and not lines[i + 1].strip():
+            lead = line.rstrip()[:-2].rstrip()
+            out.append(lead + ":" if lead.strip() else "")
+            start = i + 1
+            while start < len(lines) and not lines[start].strip():
+                start += 1
+            block, i = _literal_block(lines, start, _indent(line))
+            if block:
+                language = "pycon" if block[0].lstrip().startswith(">>>") else "python"
+                out += ["", *_fenced(block, language), ""]
+        elif line.lstrip().startswith(">>>"):
+            base, block = _indent(line), []
+            while i < len(lines) and lines[i].strip():
+                block.append(lines[i][base:] if _indent(lines[i]) >= base else lines[i].lstrip())
+                i += 1
+            if out and out[-1].strip():
+                out.append("")
+            out += _fenced(block, "pycon")
+        else:
+            out.append(line)
+            i += 1
+    return "\n".join(out)
+
+
+class DoctestBlocks(griffe.Extension):
+    """Fence the examples of every docstring mkdocstrings loads."""
+
+    def on_instance(self, *, node, obj, agent, **kwargs):
+        if obj.docstring is not None:
+            obj.docstring.value = fence_examples(obj.docstring.value)
