@@ -1,15 +1,18 @@
 """A griffe extension for the API reference: docstring examples become code blocks.
 
 The docstrings are written for ``help()`` and doctest: examples are ``>>>`` lines, or an indented block after a
-line ending in ``::`` (reStructuredText's literal block).  Markdown reads the first as a paragraph, which runs the
-lines together into prose.  This rewrites both as fenced blocks (``pycon`` for doctest lines, ``python`` otherwise)
-before the docstring is parsed, so Pygments colours them; the source is not touched.
+paragraph (after a line ending in ``::``, reStructuredText's literal block, or not).  Markdown reads the first as
+a paragraph or as nested quotes, which runs the lines together into prose, and the docstring parser may take the
+second apart.  This rewrites both as fenced blocks (``pycon`` for doctest lines, ``python`` for code that parses,
+``text`` otherwise) before the docstring is parsed, so Pygments colours them; the source is not touched.
 """
+import ast
 import re
 
 import griffe
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
+_LIST_ITEM = re.compile(r"^\s*([-*+]|\d+[.)])\s")
 
 
 def _indent(line):
@@ -18,6 +21,36 @@ def _indent(line):
 
 def _fenced(lines, language):
     return [f"```{language}", *lines, "```"]
+
+
+def _language(block):
+    """``pycon`` for a doctest session, ``python`` for code (a ``def`` line without its body counts), else text."""
+    if block[0].lstrip().startswith(">>>"):
+        return "pycon"
+    source = "\n".join(block)
+    for candidate in (source, source + "\n    pass"):
+        try:
+            ast.parse(candidate)
+            return "python"
+        except SyntaxError:
+            pass
+    return "text"
+
+
+def _opens_indented_block(lines, i):
+    """Whether line ``i`` is blank, ends a paragraph that is not a list item, and precedes a deeper indented line
+    (Markdown's indented code block; after a list item it would be the item's next paragraph)."""
+    if lines[i].strip() or i == 0 or not lines[i - 1].strip():
+        return False
+    start = i - 1
+    while start > 0 and lines[start - 1].strip():
+        start -= 1
+    if _LIST_ITEM.match(lines[start]):
+        return False
+    j = i
+    while j < len(lines) and not lines[j].strip():
+        j += 1
+    return j < len(lines) and _indent(lines[j]) > _indent(lines[i - 1])
 
 
 def _literal_block(lines, start, base):
@@ -51,8 +84,13 @@ def fence_examples(text):
                 start += 1
             block, i = _literal_block(lines, start, _indent(line))
             if block:
-                language = "pycon" if block[0].lstrip().startswith(">>>") else "python"
-                out += ["", *_fenced(block, language), ""]
+                out += ["", *_fenced(block, _language(block)), ""]
+        elif _opens_indented_block(lines, i):
+            base = _indent(lines[i - 1])
+            while i < len(lines) and not lines[i].strip():
+                i += 1
+            block, i = _literal_block(lines, i, base)
+            out += ["", *_fenced(block, _language(block)), ""]
         elif line.lstrip().startswith(">>>"):
             base, block = _indent(line), []
             while i < len(lines) and lines[i].strip():
