@@ -30,6 +30,7 @@ _state = {
     "backend": None,      # None: env FLOWLAYERS_BACKEND, else tensorflow if installed, else the one installed
     "seed": 0,
     "legacy_model_io": False,
+    "nonfinite_inputs": False,    # NaN and infinity in float inputs and labels: refused unless allowed
 }
 
 
@@ -217,3 +218,22 @@ def enable_legacy_model_io(val=True):
 
 def legacy_model_io_enabled():
     return _state["legacy_model_io"]
+
+
+def allow_nonfinite_inputs(val=True):
+    """Whether ``fit``, ``evaluate``, ``predict`` and the ``*_on_batch`` methods take NaN and infinity in float
+    inputs and labels.  By default they refuse them by name (the input, how many, the first one's index) before
+    any step runs: one NaN in a batch turns every weight into NaN at that step, silently (Keras does not check).
+    Allow them for a model that handles them itself, e.g. one that masks NaN inputs::
+
+        flow.config.allow_nonfinite_inputs(True)
+
+    ``fit``, ``evaluate`` and ``predict`` take the setting once, when called.  Sample weights must be finite
+    either way."""
+    if not isinstance(val, bool):
+        raise ConfigError(f"flow.config.allow_nonfinite_inputs(val): expected True or False, received {val!r}")
+    _state["nonfinite_inputs"] = val
+
+
+def nonfinite_inputs_allowed():
+    return _state["nonfinite_inputs"]

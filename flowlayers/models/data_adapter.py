@@ -189,10 +189,11 @@ def as_list(x, names, what):
     return [np.asarray(a) for a in xs]
 
 
-def check_arrays(inputs, xs, what, labels=()):
+def check_arrays(inputs, xs, what, labels=(), finite=True):
     """Shapes and dtypes against the model's Inputs, equal lengths; returns the converted arrays and labels.
 
-    ``labels``: ``(y, label_spec, where)`` for each loss, ``where`` naming it in errors."""
+    ``labels``: ``(y, label_spec, where)`` for each loss, ``where`` naming it in errors; ``finite``: NaN and
+    infinity refused in float inputs and labels (``flow.config.allow_nonfinite_inputs``)."""
     out = []
     for blob, a in zip(inputs, xs):
         if a.shape[1:] != blob.shape[1:] or a.ndim != blob.ndim:
@@ -200,6 +201,8 @@ def check_arrays(inputs, xs, what, labels=()):
                              f"{describe_shape((None,) + blob.shape[1:])}, received {describe_shape(a.shape)}; "
                              f"reshape the data to that, or build the model's Input for the data's shape")
         out.append(_convert(a, blob.dtype, f"{what}: input {blob.name!r}"))
+        if finite and blob.dtype.is_floating:
+            check_finite(out[-1], f"{what}: input {blob.name!r}")
     n = len(out[0])
     for blob, a in zip(inputs, out):
         if len(a) != n:
@@ -211,20 +214,23 @@ def check_arrays(inputs, xs, what, labels=()):
         if len(y) != n:
             raise InputError(f"{where}: expected x and y with the same number of samples, received x with {n} and "
                              f"y with {len(y)}; pass one label per sample (slice x and y alike)")
-        ys.append(check_labels(y, label_spec, where))
+        ys.append(check_labels(y, label_spec, where, finite))
     return out, ys
 
 
-def check_labels(y, label_spec, what):
+def check_labels(y, label_spec, what, finite=True):
     """Labels as the loss takes them: its dtype (class ids may come as whole floats or with a trailing axis of 1,
-    as Keras accepts them) and its per-sample shape."""
+    as Keras accepts them) and its per-sample shape; float labels finite where ``finite``."""
     y, (shape, dtype) = np.asarray(y), label_spec
     if dtype.is_integer and y.shape[1:] == tuple(shape[1:]) + (1,):
         y = y.reshape(y.shape[:-1])
     if y.shape[1:] != tuple(shape[1:]):
         raise InputError(f"{what}: y expected shape {describe_shape((None,) + tuple(shape[1:]))} for the "
                          f"loss, received {describe_shape(y.shape)}")
-    return _convert(y, dtype, f"{what}: y", integral_floats=True)
+    y = _convert(y, dtype, f"{what}: y", integral_floats=True)
+    if finite and dtype.is_floating:
+        check_finite(y, f"{what}: y")
+    return y
 
 
 def _convert(a, dtype, what, integral_floats=False):
@@ -239,6 +245,41 @@ def _convert(a, dtype, what, integral_floats=False):
     if a.dtype.kind not in "biuf":
         raise InputError(f"{what} expected numbers, received dtype {a.dtype}")
     return a.astype(dtype.numpy, copy=False)
+
+
+CHUNK = 1 << 18     # values looked at at once by check_finite: a bounded temporary, summed in the cache
+
+
+def check_finite(a, what):
+    """Refuse NaN and infinity in the float array ``a`` (samples along dim 0), naming ``what``, how many and the
+    first one's index.
+
+    A block of samples is finite when its sum is (a sum propagates NaN and infinity); a sum that overflowed from
+    finite values is told apart by looking at each value.  One pass over ``a``, with a temporary of one block at
+    most and no copy of ``a`` (a strided view is summed where it lies)."""
+    wide = np.float32 if a.dtype.itemsize < 4 else None     # float16 and bfloat16 summed without overflowing
+    rows = max(1, CHUNK // max(1, a.size // max(1, len(a))))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, len(a), rows):
+            block = a[start:start + rows]
+            if not np.isfinite(block.sum(dtype=wide)) and not np.isfinite(block).all():
+                _refuse_nonfinite(a, start, rows, what)
+
+
+def _refuse_nonfinite(a, first_block, rows, what):
+    """The error for ``a``, whose first value that is not finite lies in the block of ``rows`` samples from
+    ``first_block``."""
+    first = np.argwhere(~np.isfinite(a[first_block:first_block + rows]))[0]
+    where = (first_block + int(first[0]),) + tuple(int(i) for i in first[1:])
+    nans = infinite = 0
+    for start in range(first_block, len(a), rows):
+        block = a[start:start + rows]
+        nans += int(np.count_nonzero(np.isnan(block)))
+        infinite += int(np.count_nonzero(np.isinf(block)))
+    kinds = " and ".join(f"{n} {kind}" for n, kind in ((nans, "NaN"), (infinite, "infinite")) if n)
+    raise InputError(f"{what} expected finite numbers, received {kinds} value(s) among {a.size}, the first at index "
+                     f"{where}; replace them (np.nan_to_num) or leave those samples out, or, for a model that "
+                     f"handles them itself, call flow.config.allow_nonfinite_inputs(True)")
 
 
 class Batch:

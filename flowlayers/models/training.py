@@ -6,14 +6,16 @@ import numpy as np
 
 from .. import callbacks as callbacks_mod, config, engine, losses, metrics as metrics_mod
 from ..contract import Rows
-from ..errors import CheckpointError, InputError
+from ..errors import CheckpointError, InputError, describe_shape
 from ..inputs import check_range, index_ranges
 from . import data_adapter as da
+from .running import alone
 
 
-def _prepare(model, x, y, what, with_labels=True):
+def _prepare(model, x, y, what, with_labels=True, finite=True, data=None):
     """Checked input arrays and labels: ``(xs, ys)``, ``ys`` one array per output that has a loss; None for data
-    that brings its own batches (a dataset, a PyDataset, a generator)."""
+    that brings its own batches (a dataset, a PyDataset, a generator).  ``finite``: NaN and infinity refused;
+    ``data``: how errors name the data (default: x)."""
     model._build_from_data(x)
     model._require_built(what)
     if da.is_stream(x):
@@ -24,14 +26,18 @@ def _prepare(model, x, y, what, with_labels=True):
     xs = da.as_list(x, model.input_names, what)
     if with_labels and y is None:
         raise InputError(f"{what}: expected labels y for the loss, received None")
-    return _checked(model, xs, y, what, with_labels)
+    xs, ys = _checked(model, xs, y, what, with_labels, finite)
+    if not len(xs[0]):
+        raise InputError(f"{data or f'{what}: x'} expected at least one sample, received arrays of 0 samples "
+                         f"(input {model.inputs[0].name!r} of shape {describe_shape(xs[0].shape)})")
+    return xs, ys
 
 
-def _checked(model, xs, y, what, with_labels=True):
+def _checked(model, xs, y, what, with_labels=True, finite=True):
     heads = _heads_and_labels(model, y, what) if with_labels and model.loss else []
     xs, ys = da.check_arrays(model.inputs, xs, what, [
         (label, loss.label_spec(out), what if model._heads is None else f"{what}: output {name!r}")
-        for name, out, loss, label in heads])
+        for name, out, loss, label in heads], finite)
     for (_, out, loss, _), checked in zip(heads, ys):
         _check_label_range(out, loss, checked, what)
     for i, node, size, kind in index_ranges(model._nodes, model.inputs):   # e.g. Embedding ids
@@ -76,9 +82,10 @@ def _check_label_range(out, loss, y, what):
                              f"[0, {classes}), or give the output layer one unit per class")
 
 
-def _converted(model, source, epoch, what, with_labels=True):
+def _converted(model, source, epoch, what, with_labels=True, finite=True):
     """Epoch ``epoch`` of an Adapter as host batches: inputs, then the labels of each output with a loss, then the
-    sample weights where an element brings them (``(x, y, sample_weight)``)."""
+    sample weights where an element brings them (``(x, y, sample_weight)``); each element checked as it comes
+    (``finite``: no NaN or infinity)."""
     if source.converted:
         yield from source.epoch(epoch)
         return
@@ -88,7 +95,7 @@ def _converted(model, source, epoch, what, with_labels=True):
         if with_labels and model.loss and y is None:
             raise InputError(f"{what}: expected elements (x, y) or (x, y, sample_weight), with labels for the loss, "
                              f"received {type(item).__name__}" + (f" of {len(item)}" if isinstance(item, tuple) else ""))
-        xs, ys = _checked(model, da.as_list(x, model.input_names, what), y, what, with_labels)
+        xs, ys = _checked(model, da.as_list(x, model.input_names, what), y, what, with_labels, finite)
         weights = [] if weight is None or not with_labels else [sample_weights(ys, weight, None, what)]
         # several processes: each source gives this process's share of the batch
         yield tuple(engine.gather_processes(xs + ys + weights, what))
@@ -183,13 +190,17 @@ def _run_batches(model, step, batches, metrics, callbacks, hook, train, state=No
 
 def _groups(batches, size):
     """Consecutive batches in lists of up to ``size``, a list closed early where the batch size changes (a last,
-    smaller batch)."""
+    smaller batch).  A full list is handed on before the next batch is drawn: a generator's batch is made (and
+    checked) after the steps before it ran."""
     group = []
     for batch in batches:
-        if group and (len(group) == size or da.rows_of(batch) != da.rows_of(group[0])):
+        if group and da.rows_of(batch) != da.rows_of(group[0]):
             yield group
             group = []
         group.append(batch)
+        if len(group) == size:
+            yield group
+            group = []
     if group:
         yield group
 
@@ -252,13 +263,21 @@ def _callback_list(model, callbacks, verbose, params, history=None):
 
 def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data, shuffle,
         initial_epoch, steps_per_epoch, sample_weight=None, class_weight=None):
+    with alone(model, "fit"):
+        return _fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data, shuffle,
+                    initial_epoch, steps_per_epoch, sample_weight, class_weight)
+
+
+def _fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data, shuffle,
+         initial_epoch, steps_per_epoch, sample_weight, class_weight):
     what = f"Model {model.name!r}.fit"
     batch_size = _batch_size(batch_size, what)
     if not isinstance(epochs, int) or epochs < 0:
         raise InputError(f"{what}: epochs expected a non-negative int, received {epochs!r}")
     checked_steps(steps_per_epoch, what, "steps_per_epoch")
-    placement = config.placement()      # taken once: a setting changed during fit reaches the next fit
-    prepared = _prepare(model, x, y, what)
+    # settings taken once: one changed during fit reaches the next fit
+    placement, finite = config.placement(), not config.nonfinite_inputs_allowed()
+    prepared = _prepare(model, x, y, what, finite=finite)
     if prepared is None:
         for name, value in (("sample_weight", sample_weight), ("class_weight", class_weight),
                             ("validation_split", validation_split or None)):
@@ -273,6 +292,10 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
             if not 0.0 < validation_split < 1.0:
                 raise InputError(f"{what}: validation_split expected a float in (0, 1), received {validation_split!r}")
             cut = int(len(ys[0]) * (1.0 - validation_split))
+            if not cut:
+                raise InputError(f"{what}: validation_split {validation_split!r} of {len(ys[0])} sample(s) expected "
+                                 f"at least one sample left to train on, received none; pass more samples or a "
+                                 f"smaller validation_split")
             held_out = [a[cut:] for a in ys]
             validation_data = ([a[cut:] for a in xs], held_out if model._heads else held_out[0]) + (
                 () if weights is None else (weights[cut:],))
@@ -280,6 +303,11 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
             weights = None if weights is None else weights[:cut]
         source = da.adapter(x, what, batch_size, shuffle, placement.seed,
                             arrays=xs + ys + ([] if weights is None else [weights]))
+    validation, val_what = None, f"{what}: validation_data"
+    if validation_data is not None:     # checked before the first step
+        val_x, val_y, *val_weight = _split_validation(validation_data, what)
+        validation = _evaluation_source(model, val_x, val_y, (val_weight or [None])[0], batch_size, None, val_what,
+                                        finite, data=val_what)
     steps = source.steps
     if steps_per_epoch is not None:
         steps = min(steps, steps_per_epoch) if steps else steps_per_epoch
@@ -298,18 +326,21 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
             state.begin_epoch(epoch, resume["batch"] if resumed else 0, resume["metrics"] if resumed else ())
             cbs.on_epoch_begin(epoch, {})
             # the batches of this epoch a resumed run has done already are skipped, in the same order
-            batches = itertools.islice(state.skip_done(_converted(model, source, epoch, what), state.batch),
+            batches = itertools.islice(state.skip_done(_converted(model, source, epoch, what, finite=finite),
+                                                       state.batch),
                                        None if steps_per_epoch is None else steps_per_epoch - state.batch)
             logs = _run_batches(model, step, batches, state.metrics, cbs, "train", train=True, state=state,
                                 deferred=not cbs.reads_logs("on_epoch_end"))
+            if resumed and not state.batch:
+                raise _no_batch(f"{what}: x", x)
             if not logs and not resumed:
                 warnings.warn(f"{what}: epoch {epoch + 1} received no batches (a generator that has ended, or "
                               f"empty data); training stops here. Pass steps_per_epoch so that each epoch draws that "
                               f"many batches, or a source that can be iterated again (a dataset, a PyDataset)")
                 model.stop_training = True
-            if validation_data is not None and not model.stop_training:
-                val = evaluate(model, *_split_validation(validation_data, what), batch_size=batch_size, verbose=0,
-                               callbacks=None, return_dict=True, placement=placement)
+            if validation is not None and not model.stop_training:
+                quiet = _callback_list(model, None, 0, {"verbose": 0, "steps": None})
+                val, _ = _evaluated(model, validation, None, quiet, placement, val_what, finite, val_x, data=val_what)
                 logs.update({f"val_{k}": v for k, v in val.items()})
             cbs.on_epoch_end(epoch, logs)
             if model.stop_training:
@@ -376,39 +407,63 @@ def _batch_size(batch_size, what):
 
 
 def evaluate(model, x, y, sample_weight=None, batch_size=None, verbose=0, callbacks=None, return_dict=False,
-             steps=None, placement=None):
-    what = f"Model {model.name!r}.evaluate"
-    batch_size = _batch_size(batch_size, what)
-    placement = placement or config.placement()
-    prepared = _prepare(model, x, y, what)
+             steps=None):
+    with alone(model, "evaluate"):
+        what = f"Model {model.name!r}.evaluate"
+        batch_size = _batch_size(batch_size, what)
+        placement, finite = config.placement(), not config.nonfinite_inputs_allowed()
+        source = _evaluation_source(model, x, y, sample_weight, batch_size, steps, what, finite)
+        cbs = _callback_list(model, callbacks, 0 if verbose == "auto" else verbose,
+                             {"verbose": verbose, "steps": steps})
+        logs, metrics = _evaluated(model, source, steps, cbs, placement, what, finite, x)
+        if return_dict:
+            return logs
+        values = [logs[m.name] for m in metrics]
+        return values[0] if len(values) == 1 else values
+
+
+def _evaluation_source(model, x, y, sample_weight, batch_size, steps, what, finite, data=None):
+    """The Adapter of what ``evaluate`` (or ``fit``'s validation, ``data``) was given, its arrays checked."""
+    prepared = _prepare(model, x, y, what, finite=finite, data=data)
     if prepared is None:
         if sample_weight is not None:
             raise InputError(f"{what}: sample_weight expected with arrays, received it with a {type(x).__name__}; "
                              f"yield (x, y, sample_weight) elements instead")
-        source = da.adapter(x, what, steps_per_epoch=steps)
-    else:
-        weights = sample_weights(prepared[1], sample_weight, None, what)
-        source = da.adapter(x, what, batch_size, arrays=prepared[0] + prepared[1] + ([] if weights is None else
-                                                                                    [weights]))
-    cbs = _callback_list(model, callbacks, 0 if verbose == "auto" else verbose, {"verbose": verbose, "steps": steps})
+        return da.adapter(x, what, steps_per_epoch=steps)
+    weights = sample_weights(prepared[1], sample_weight, None, what)
+    return da.adapter(x, what, batch_size, arrays=prepared[0] + prepared[1] + ([] if weights is None else [weights]))
+
+
+def _evaluated(model, source, steps, cbs, placement, what, finite, x, data=None):
+    """``(logs, metrics)`` of one pass over ``source`` (of what the user passed as ``x``): at least one batch."""
     metrics = _metrics(model)
     cbs.on_test_begin({})
-    batches = itertools.islice(_converted(model, source, 0, what), steps)
+    batches = itertools.islice(_converted(model, source, 0, what, finite=finite), steps)
     logs = _run_batches(model, _Stepper(model, "eval", placement), batches, metrics, cbs, "test", train=False)
+    if not logs:
+        raise _no_batch(data or f"{what}: x", x)
     cbs.on_test_end(logs)
-    if return_dict:
-        return logs
-    values = [logs[m.name] for m in metrics]
-    return values[0] if len(values) == 1 else values
+    return logs, metrics
+
+
+def _no_batch(data, x):
+    """The error for ``data`` (an argument, by name) whose source ``x`` gave no batch."""
+    return InputError(f"{data} expected at least one batch, received a {type(x).__name__} that gave none; pass data "
+                      f"with at least one sample (a generator is used up by one pass: make a new one for each call)")
 
 
 def on_batch(model, x, y, return_dict, train, sample_weight=None, class_weight=None):
     """``train_on_batch`` / ``test_on_batch``: one step on the whole of ``x, y``; its metrics, reset first."""
-    what = f"Model {model.name!r}.{'train' if train else 'test'}_on_batch"
+    method = f"{'train' if train else 'test'}_on_batch"
+    with alone(model, method):
+        return _on_batch(model, x, y, return_dict, train, sample_weight, class_weight, f"Model {model.name!r}.{method}")
+
+
+def _on_batch(model, x, y, return_dict, train, sample_weight, class_weight, what):
     if da.is_stream(x):
         raise InputError(f"{what}: expected arrays for one batch, received a {type(x).__name__}; use fit/evaluate "
                          f"for those")
-    xs, ys = _prepare(model, x, y, what)
+    xs, ys = _prepare(model, x, y, what, finite=not config.nonfinite_inputs_allowed())
     weights = sample_weights(ys, sample_weight, class_weight, what)
     if train:
         model._optimizers()
@@ -431,17 +486,22 @@ def first_array(x):
 
 
 def predict(model, x, batch_size, verbose, callbacks, steps=None):
-    what = f"Model {model.name!r}.predict"
+    with alone(model, "predict"):
+        return _predict(model, x, batch_size, steps, f"Model {model.name!r}.predict")
+
+
+def _predict(model, x, batch_size, steps, what):
     batch_size = _batch_size(batch_size, what)
-    prepared = _prepare(model, x, None, what, with_labels=False)
+    finite = not config.nonfinite_inputs_allowed()
+    prepared = _prepare(model, x, None, what, with_labels=False, finite=finite)
     source = da.adapter(x, what, steps_per_epoch=steps) if prepared is None else \
         da.adapter(x, what, batch_size, arrays=prepared[0])
     compiled = model._executable("predict")
     inputs = len(model.inputs)
     outputs = [compiled.run(list(batch[:inputs])) for batch in
-               itertools.islice(_converted(model, source, 0, what, with_labels=False), steps)]
+               itertools.islice(_converted(model, source, 0, what, with_labels=False, finite=finite), steps)]
     if not outputs:
-        raise InputError(f"{what}: expected at least one sample, received {'an empty array' if prepared else 'no batch'}")
+        raise _no_batch(f"{what}: x", x)
     merged = [_join_batches([o[i] for o in outputs]) for i in range(len(model.outputs))]
     if model._output_keys:
         return dict(zip(model._output_keys, merged))
