@@ -55,7 +55,7 @@ def get(path):
     """The values saved in ``path``: ``{name: value}``, each with ``.numpy()``, ``.shape`` and ``.dtype``; a
     directory OneFlow wrote for one variable gives that variable's value alone."""
     path = os.fspath(path)
-    if not os.path.isdir(path) and not os.path.isdir(path + ".old"):
+    if not os.path.isdir(path) and not checkpoint_format.exists(path):
         raise CheckpointError(f"flow.checkpoint.get: expected a checkpoint directory, received {path!r}, which "
                               f"does not exist")
     if os.path.isfile(os.path.join(path, ONEFLOW_DATA)):

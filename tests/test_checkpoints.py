@@ -173,23 +173,27 @@ def test_sigkilled_fit_resumes_at_its_last_saved_step(view, tmp_path):
         np.testing.assert_allclose(meta["history"][key], values[1:], atol=1e-6)
 
 
-@pytest.mark.parametrize("where", ["file", "swap"])
-def test_kill_during_save_leaves_the_previous_checkpoint_loadable(where, tmp_path):
+@pytest.mark.slow
+@pytest.mark.parametrize("step, kept", [("file written", "first"), ("moved aside", "second")])
+def test_kill_during_save_leaves_a_loadable_checkpoint(step, kept, tmp_path):
+    """Killed before its commit point, a save leaves the previous checkpoint; after it, the new one."""
     ckpt, expected = tmp_path / "ckpt", tmp_path / "expected.npz"
-    killed = run("kill_during_save.py", ckpt, expected, where)
+    killed = run("kill_during_save.py", ckpt, expected, step)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-    partial = list(tmp_path.glob(checkpoint.tmp_prefix("ckpt") + "*"))
-    assert len(partial) == 1
-    if where == "file":         # a half-written file, no manifest; the old checkpoint untouched
-        assert not (partial[0] / checkpoint.MANIFEST).exists() and (ckpt / checkpoint.MANIFEST).exists()
-    else:                       # the old checkpoint moved aside, the new one not yet in place
-        assert not ckpt.exists() and (tmp_path / "ckpt.old" / checkpoint.MANIFEST).exists()
+    if step == "file written":      # one file of the new checkpoint in its temporary directory; the old one in place
+        partial = list(tmp_path.glob(checkpoint.tmp_prefix("ckpt") + "*"))
+        assert len(partial) == 1 and sorted(p.name for p in partial[0].iterdir()) == ["00000.npy"]
+        assert (ckpt / checkpoint.MANIFEST).exists()
+    else:                           # the old checkpoint moved aside, the new one not yet in its place
+        assert not ckpt.exists() and (tmp_path / ".ckpt.old" / checkpoint.MANIFEST).exists()
+        assert (tmp_path / ".ckpt.new" / checkpoint.MANIFEST).exists()
+    assert checkpoint.exists(ckpt)
 
     use("mirrored", 1)
     model = kill_during_save.build()
     model.load_weights(ckpt)
     saved = np.load(expected)
-    assert all(np.array_equal(w, saved[f"arr_{i}"]) for i, w in enumerate(model.get_weights()))
+    assert all(np.array_equal(w, saved[f"{kept}_{i}"]) for i, w in enumerate(model.get_weights()))
     model.save_weights(ckpt)        # the next save completes and clears what the killed one left
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "expected.npz"]
 

@@ -272,7 +272,7 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):  # 
                           f"expected safe_mode=True (the default)")
     if not isinstance(compile, bool):
         raise ConfigError(f"{where}: compile expected True or False, received {compile!r}")
-    if not os.path.isdir(path) and not os.path.isdir(path + ".old"):
+    if not os.path.isdir(path) and not checkpoint.exists(path):
         raise CheckpointError(f"{where}: expected a directory written by model.save, received "
                               f"{'a file' if os.path.exists(path) else 'a path that does not exist'}; a Keras "
                               f".keras zip or .h5 file cannot be read")

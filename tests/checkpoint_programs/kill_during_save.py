@@ -1,13 +1,13 @@
-"""Saves a checkpoint, then SIGKILLs itself in the middle of saving the next one to the same directory.
+"""Saves a checkpoint, then SIGKILLs itself at one step of saving the next one to the same directory.
 
-    python kill_during_save.py CKPT_DIR EXPECTED.npz file|swap
+    python kill_during_save.py CKPT_DIR EXPECTED.npz STEP
 
-``file``: killed while the new checkpoint's second file is half written.
-``swap``: killed between the two renames that put the new checkpoint in the
-old one's place (the old one is then only at CKPT_DIR.old).
-EXPECTED.npz receives the weights of the first, complete checkpoint.
+STEP is one of ``checkpoint_format.STEPS``: the process dies the first time
+the second save passes it (``file written``: the new checkpoint's first file
+is written, nothing else; ``moved aside``: the old checkpoint is at
+``.<name>.old``, the new one at ``.<name>.new``).  EXPECTED.npz receives the
+weights of both saves, ``first_<i>`` and ``second_<i>``.
 """
-import io
 import os
 import signal
 import sys
@@ -15,6 +15,7 @@ import sys
 import numpy as np
 
 import flowlayers as flow
+from flowlayers.framework import checkpoint_format
 
 
 def build():
@@ -24,36 +25,22 @@ def build():
     return flow.Model(x, flow.layers.Dense(3)(h))
 
 
-def kill_while_writing_second_file(save=np.save):
-    calls = []
-
-    def half_then_kill(f, value, **kwargs):
-        calls.append(1)
-        if len(calls) < 2:
-            return save(f, value, **kwargs)
-        buf = io.BytesIO()
-        save(buf, value, **kwargs)
-        f.write(buf.getvalue()[:len(buf.getvalue()) // 2])
-        f.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
-    np.save = half_then_kill
-
-
-def kill_between_renames(rename=os.rename):
-    def rename_or_kill(src, dst):
-        if ".tmp-" in os.path.basename(src):     # the old checkpoint is already at <dir>.old
+def kill_at(step):
+    def hook(name):
+        if name == step:
             os.kill(os.getpid(), signal.SIGKILL)
-        rename(src, dst)
-    os.rename = rename_or_kill
+    checkpoint_format.at_step = hook
 
 
 if __name__ == "__main__":
-    ckpt, expected, where = sys.argv[1:4]
+    ckpt, expected, step = sys.argv[1:4]
     flow.config.gpu_device_num(2)
     model = build()
     model.save_weights(ckpt)
-    np.savez(expected, *model.get_weights())
-    model.set_weights([w + 1.0 for w in model.get_weights()])
-    {"file": kill_while_writing_second_file, "swap": kill_between_renames}[where]()
+    first = model.get_weights()
+    model.set_weights([w + 1.0 for w in first])
+    np.savez(expected, **{f"first_{i}": w for i, w in enumerate(first)},
+             **{f"second_{i}": w for i, w in enumerate(model.get_weights())})
+    kill_at(step)
     model.save_weights(ckpt)
     sys.exit("not killed")
