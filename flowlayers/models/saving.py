@@ -287,7 +287,7 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):  # 
             _compile(model, description["compile"], custom_objects or {}, where)
     except FlowLayersError:
         raise
-    except (KeyError, TypeError, ValueError, IndexError) as e:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError) as e:
         raise CheckpointError(f"{where}: the saved architecture is damaged ({type(e).__name__}: {e}); expected "
                               f"what model.save writes; {checkpoint.DAMAGED_FIX}") from None
     model._load_checkpoint(path)
@@ -391,7 +391,9 @@ def _compile(model, spec, custom, where):
 
 
 def _classes(module, base):
-    return {v.__name__: v for v in vars(module).values() if isinstance(v, type) and issubclass(v, base)}
+    """The classes of ``module`` made from ``base``, not ``base`` itself (abstract: a saved model never holds it)."""
+    return {v.__name__: v for v in vars(module).values() if isinstance(v, type) and issubclass(v, base)
+            and v is not base}
 
 
 def _layer_classes():

@@ -418,3 +418,30 @@ def test_a_manifest_linked_to_dev_zero_is_refused_without_reading_it(tmp_path):
                           timeout=120)
     assert done.returncode == 1 and f"file {tmp_path / 'ckpt' / checkpoint.MANIFEST} expected a regular file, " \
                                    f"received a symbolic link" in done.stderr, done.stderr[-2000:]
+
+
+def test_a_damaged_whole_model_description_is_refused_by_name(tmp_path):
+    """Finding 5 for ``load_model``: wrong types in the saved architecture (once an AttributeError), and the abstract
+    ``Loss`` base class as the loss (once loaded, then NotImplementedError('') at the first ``fit``)."""
+    x = flow.Input((4,))
+    model = flow.Model(x, flow.layers.Dense(3)(x))
+    model.compile("adam", "mse")
+    model.save(tmp_path / "model")
+
+    def optimizer_config_a_string(description):
+        description["compile"]["optimizer"]["config"] = "adam"
+
+    def the_abstract_loss(description):
+        description["compile"]["loss"] = {"class_name": "Loss", "module": "flowlayers.losses", "config": {}}
+
+    for change, words in ((optimizer_config_a_string, "the saved architecture is damaged (AttributeError"),
+                          (the_abstract_loss, "is of class 'Loss' (module 'flowlayers.losses'), which is not one of "
+                                              "flowlayers'")):
+        case = tmp_path / change.__name__
+        shutil.copytree(tmp_path / "model", case)
+        manifest = manifest_of(case)
+        change(manifest["state"]["model"])
+        write_manifest(case, manifest)
+        with pytest.raises(flow.CheckpointError) as e:
+            flow.models.load_model(case)
+        assert f"flow.models.load_model({str(case)!r})" in str(e.value) and words in str(e.value), str(e.value)
