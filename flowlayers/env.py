@@ -10,13 +10,14 @@ of each process, the mesh spans all of them, and every process makes the same ca
 logical values.  OneFlow 0.x configured its machines in the script (``flow.env.machine``, ``flow.env.ctrl_port``);
 those calls are accepted with their meaning, and checked against what the launcher set up.
 """
+import mmap
 import os
-import time
 
 from .errors import ConfigError
 from .framework import cluster as _cluster
 
-_state = {"cluster": False, "machines": None, "ctrl_port": None, "data_port": None, "beat": 0.0}
+_state = {"cluster": False, "machines": None, "ctrl_port": None, "data_port": None,
+          "heart": None, "beats": 0, "steps": 0}     # heartbeat: the launcher's record (None: not looked for yet)
 
 
 def cluster():
@@ -90,13 +91,29 @@ def _port(val, what):
     return what
 
 
-def heartbeat():
-    """Tell the launcher this process is making progress (every step calls it; at most once a second it touches
-    the file the launcher named in ``$FLOWLAYERS_HEARTBEAT``).  The launcher stops a job none of whose processes
-    beat for its ``--timeout``, naming the one silent longest."""
+def heartbeat(steps=1):
+    """Tell the launcher how far this process has come: ``steps`` steps begin now (each step calls it; 0: a program
+    is being compiled).  Every process of a job passes these stages in the same order, so a process whose peers
+    have begun a stage it has not is the one they wait on (``flowlayers/launch_watch.py``).  Each call rewrites
+    the record of the file ``$FLOWLAYERS_HEARTBEAT`` names, mapped into memory (about a microsecond); without the
+    launcher it does nothing."""
+    if _state["heart"] is None:
+        _state["heart"] = _heart()
+    if _state["heart"]:
+        _state["beats"] += 1
+        _state["steps"] += steps
+        _cluster.HEARTBEAT_RECORD.pack_into(_state["heart"], 0, _state["beats"], _state["steps"], steps > 0,
+                                            _state["beats"])
+
+
+def _heart():
+    """The launcher's heartbeat file of this process, mapped into memory; False without the launcher."""
     path = os.environ.get(_cluster.HEARTBEAT)
-    now = time.monotonic()
-    if path and now - _state["beat"] >= 1.0:
-        _state["beat"] = now
-        with open(path, "a"):
-            os.utime(path)
+    if not path:
+        return False
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        os.ftruncate(fd, _cluster.HEARTBEAT_RECORD.size)
+        return mmap.mmap(fd, _cluster.HEARTBEAT_RECORD.size)
+    finally:
+        os.close(fd)

@@ -9,6 +9,7 @@ Devices are numbered process by process: with ``count`` processes of ``local`` d
 axes), so the leading mesh axis spans processes first.
 """
 import os
+import struct
 from dataclasses import dataclass
 from typing import Tuple
 
@@ -19,7 +20,11 @@ INDEX, COUNT = "FLOWLAYERS_PROCESS_INDEX", "FLOWLAYERS_PROCESS_COUNT"
 COORDINATOR = "FLOWLAYERS_COORDINATOR"          # host:port of process 0's coordination service
 ADDRESSES = "FLOWLAYERS_PROCESS_ADDRESSES"       # host:port per process, comma-separated, in process order
 HOSTS = "FLOWLAYERS_HOSTS"                       # the job's hosts, comma-separated (the launcher's --hosts)
-HEARTBEAT = "FLOWLAYERS_HEARTBEAT"               # a file this process touches as its steps run (env.heartbeat)
+HEARTBEAT = "FLOWLAYERS_HEARTBEAT"               # a file where this process records its progress (env.heartbeat)
+# env.heartbeat's record in that file, rewritten in place (a shared memory map): the stages begun (each program
+# compiled, each step), the steps begun, 1 if the last stage was a step (0: a program compiled), and the stage count
+# again, so that a record read while it was being written shows two counts
+HEARTBEAT_RECORD = struct.Struct("<qqqq")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ _live = weakref.WeakSet()     # compiled programs, whose plans Blob.sbp reads fi
 
 class Compiled:
     def __init__(self, program, placement):
+        env.heartbeat(steps=0)      # a stage every process passes: the launcher's watch counts it
         self.program, self.placement = program, placement
         self.runtime = engine.runtime(placement)
         placement.check_rules(program.variables, live_variables())     # before any variable moves
@@ -72,7 +73,7 @@ class Compiled:
         steps), each at its step's learning rate.  Returns per output its values stacked over the steps."""
         first = 1 if optimizer is None else optimizer.iterations + 1
         lrs = [0.0 if optimizer is None else optimizer.learning_rate_at(first + k - 1) for k in range(count)]
-        env.heartbeat()
+        env.heartbeat(count)
         values = contract.run_steps(self.executable, feeds, self.handles(), lrs, first)
         if optimizer is not None:
             optimizer.iterations += count

@@ -193,17 +193,3 @@ def test_ports_are_checked_at_their_bounds():
             flow.env.ctrl_port(bad)
         with pytest.raises(flow.ConfigError, match=r"expected a port number 1..65535"):
             flow.env.data_port(bad)
-
-
-def test_a_heartbeat_touches_the_launchers_file_at_most_once_a_second(tmp_path, monkeypatch):
-    monkeypatch.delenv(cluster.HEARTBEAT, raising=False)
-    monkeypatch.setitem(flow.env._state, "beat", 0.0)
-    flow.env.heartbeat()                  # no launcher: nothing to do
-    heart = tmp_path / "heart"
-    monkeypatch.setenv(cluster.HEARTBEAT, str(heart))
-    monkeypatch.setitem(flow.env._state, "beat", 0.0)
-    flow.env.heartbeat()
-    assert heart.exists()
-    os.utime(heart, (0, 0))
-    flow.env.heartbeat()                  # within the second: not touched again
-    assert heart.stat().st_mtime == 0
