@@ -46,6 +46,7 @@ PLAN_TESTS = [T + "parallel/test_planner_units.py", T + "parallel/test_boxing.py
 CHECKPOINT_TESTS = [T + "test_checkpoints.py", T + "test_oneflow_model_io.py"]
 ERROR_TESTS = [T + "test_input_checks.py", T + "test_user_errors.py", T + "parallel/test_replicas_and_rules.py",
                T + "parallel/test_rules_change.py"]
+WATCH_TESTS = [T + "processes/test_watch_units.py"]
 JAX_KERNEL_TESTS = [T + "ops/test_ops_reference.py", T + "layers/test_layers_reference.py",
                     T + "ops/test_nn_conv2d_job.py"]
 
@@ -102,9 +103,12 @@ TARGETS = {
                                       T + "test_jax_backend.py"],
     "flowlayers/contract.py": [T + "test_jax_backend.py", T + "models/test_steps_per_execution.py"],
     # the jax backend (run with FLOWLAYERS_BACKEND=jax)
-    "flowlayers/launch.py": [T + "processes/test_launch.py"],
-    "flowlayers/env.py": [T + "processes/test_launch.py"],
-    "flowlayers/framework/cluster.py": [T + "processes/test_launch.py"],
+    "flowlayers/launch.py": WATCH_TESTS + [T + "processes/test_launch.py", T + "processes/test_watch.py"],
+    "flowlayers/env.py": [T + "processes/test_launch.py"] + WATCH_TESTS,
+    "flowlayers/framework/cluster.py": [T + "processes/test_launch.py"] + WATCH_TESTS,
+    # the launcher's watch (issue 37): the process a stalled job waits on, stopping whole process groups, the guard
+    "flowlayers/launch_watch.py": WATCH_TESTS + [T + "processes/test_watch.py"],
+    "flowlayers/launch_guard.py": WATCH_TESTS + [T + "processes/test_watch.py"],
     "backends/flowlayers_jax/executable.py": [T + "models/test_steps_per_execution.py", T + "test_cross_backend.py",
                                               T + "test_jax_backend.py", T + "models/test_keras_surface.py",
                                               T + "parallel/test_compiled_program.py",

@@ -99,8 +99,10 @@ def test_a_hung_process_is_named_within_the_timeout_and_nothing_of_the_job_is_le
 SIGNALLED = """
     import os, signal, subprocess, sys, time
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     child = subprocess.Popen([sys.executable, "-c", "import signal, time; "
-                              "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+                              "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                              "signal.signal(signal.SIGINT, signal.SIG_IGN); print('ready', flush=True); "
                               "time.sleep(1000)"], stdout=subprocess.PIPE)
     child.stdout.readline()
     started = lambda pid: open(f"/proc/{{pid}}/stat").read().rsplit(")", 1)[1].split()[19]
@@ -110,8 +112,9 @@ SIGNALLED = """
 """
 
 
-def ignoring_sigterm(tmp_path):
-    """A launcher of 2 processes that ignore SIGTERM, each with a grandchild that does too; and their pids."""
+def ignoring_signals(tmp_path):
+    """A launcher of 2 processes that ignore SIGTERM and SIGINT, each with a grandchild that does too; and their
+    pids."""
     path = tmp_path / "script.py"
     path.write_text(textwrap.dedent(SIGNALLED.format(out=str(tmp_path))))
     proc = launcher("--processes", "2", "--grace-period", str(GRACE), str(path))
@@ -119,16 +122,18 @@ def ignoring_sigterm(tmp_path):
 
 
 @pytest.mark.slow
-def test_processes_ignoring_sigterm_are_killed_after_the_grace_period(tmp_path):
-    proc, recorded = ignoring_sigterm(tmp_path)
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_processes_ignoring_a_forwarded_signal_are_killed_after_the_grace_period(signum, tmp_path):
+    proc, recorded = ignoring_signals(tmp_path)
     try:
         t0 = time.time()
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signum)
         out = proc.communicate(timeout=GRACE + 20)[0]
-        assert proc.returncode == 128 + signal.SIGTERM
+        assert proc.returncode == 128 + signum
         assert GRACE <= time.time() - t0 < GRACE + 10
-        assert (f"flowlayers.launch: received SIGTERM; stopped process(es) [0, 1]; process(es) [0, 1] did not exit "
-                f"within --grace-period {GRACE} s of SIGTERM and were killed by SIGKILL") in out, out
+        name = signal.Signals(signum).name
+        assert (f"flowlayers.launch: received {name}; stopped process(es) [0, 1]; process(es) [0, 1] did not exit "
+                f"within --grace-period {GRACE} s of {name} and were killed by SIGKILL") in out, out
         assert left_running(recorded) == []
     finally:
         proc.kill()
@@ -137,7 +142,7 @@ def test_processes_ignoring_sigterm_are_killed_after_the_grace_period(tmp_path):
 
 @pytest.mark.slow
 def test_a_sigkilled_launcher_leaves_no_process_of_its_job(tmp_path):
-    proc, recorded = ignoring_sigterm(tmp_path)
+    proc, recorded = ignoring_signals(tmp_path)
     try:
         proc.kill()
         proc.wait(timeout=10)
