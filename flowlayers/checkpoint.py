@@ -10,8 +10,11 @@ variable, checksummed, written atomically), so a save loads in any view, mesh or
 reads a directory OneFlow itself wrote with ``flow.checkpoint.save`` (one folder per variable holding its raw
 bytes ``out`` and its ``meta``).
 """
+import errno
+import math
 import os
 import re
+import stat
 
 import numpy as np
 
@@ -21,6 +24,7 @@ from .framework import checkpoint_format
 from .framework.variable import Variable, store
 
 ONEFLOW_DATA, ONEFLOW_META = "out", "meta"
+ONEFLOW_META_LIMIT = 1 << 20        # bytes: a meta file is a few lines of text
 ONEFLOW_DTYPES = {"kFloat": np.float32, "kDouble": np.float64, "kFloat16": np.float16, "kInt8": np.int8,
                   "kInt32": np.int32, "kInt64": np.int64, "kUInt8": np.uint8, "kChar": np.int8}
 
@@ -121,7 +125,11 @@ class OneFlowValue:
             raise CheckpointError(f"flow.checkpoint.get: {directory!r} expected a {ONEFLOW_META!r} file with the "
                                   f"variable's shape and data type, received none (a legacy snapshot): load it "
                                   f"with flow.train.CheckPoint().load in OneFlow and save it again")
-        text = open(meta).read()
+        with _regular(meta) as f:
+            text = f.read(ONEFLOW_META_LIMIT + 1).decode(errors="replace")
+        if len(text) > ONEFLOW_META_LIMIT:
+            raise CheckpointError(f"flow.checkpoint.get: {meta!r} expected a meta file of at most {ONEFLOW_META_LIMIT} "
+                                  f"bytes, received more")
         dims = re.findall(r"dim:\s*(\d+)", text)
         kind = re.search(r"data_type:\s*(\w+)", text)
         if kind is None or kind.group(1) not in ONEFLOW_DTYPES:
@@ -129,17 +137,39 @@ class OneFlowValue:
                                   f"{sorted(ONEFLOW_DTYPES)}, received {kind.group(1) if kind else 'none'}")
         self.shape, self._numpy_dtype = tuple(int(d) for d in dims), np.dtype(ONEFLOW_DTYPES[kind.group(1)])
         self.dtype = dtypes.as_dtype(self._numpy_dtype.name)
-        size = os.path.getsize(os.path.join(directory, ONEFLOW_DATA))
-        if size != int(np.prod(self.shape)) * self._numpy_dtype.itemsize:
+        self._bytes = math.prod(self.shape) * self._numpy_dtype.itemsize
+        with _regular(os.path.join(directory, ONEFLOW_DATA)) as f:
+            size = os.fstat(f.fileno()).st_size
+        if size != self._bytes:
             raise CheckpointError(f"flow.checkpoint.get: {os.path.join(directory, ONEFLOW_DATA)!r} expected "
-                                  f"{int(np.prod(self.shape)) * self._numpy_dtype.itemsize} bytes for shape "
-                                  f"{describe_shape(self.shape)} {self._numpy_dtype}, received {size}")
+                                  f"{self._bytes} bytes for shape {describe_shape(self.shape)} {self._numpy_dtype}, "
+                                  f"received {size}")
 
     def numpy(self):
-        return np.fromfile(os.path.join(self.directory, ONEFLOW_DATA), self._numpy_dtype).reshape(self.shape)
+        path = os.path.join(self.directory, ONEFLOW_DATA)
+        with _regular(path) as f:
+            data = f.read(self._bytes + 1)
+        if len(data) != self._bytes:
+            raise CheckpointError(f"flow.checkpoint.get: {path!r} expected {self._bytes} bytes for shape "
+                                  f"{describe_shape(self.shape)} {self._numpy_dtype}, received {len(data)}")
+        return np.frombuffer(data, self._numpy_dtype).reshape(self.shape).copy()
 
     def __repr__(self):
         return f"OneFlowValue({self.directory!r}, shape={describe_shape(self.shape)}, dtype={self.dtype.name})"
+
+
+def _regular(path):
+    """``path`` open for reading, if it is a regular file: a link is not followed, a FIFO or device not read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise CheckpointError(f"flow.checkpoint.get: {path!r} expected a regular file, received "
+                              f"{'a symbolic link' if e.errno == errno.ELOOP else e.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise CheckpointError(f"flow.checkpoint.get: {path!r} expected a regular file, received a FIFO, device or "
+                              f"directory")
+    return os.fdopen(fd, "rb")
 
 
 class _Array:

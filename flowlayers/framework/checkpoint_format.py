@@ -215,7 +215,8 @@ def _recover(directory, saving):
 
 class _Found:
     """What a path holds, for a save: nothing, an empty directory, a checkpoint (``ours``; ``complete`` when every
-    file its manifest names is there with its size), or something else (``foreign``, described by ``what``)."""
+    file its manifest names is there with its size), a checkpoint being removed, or something else (``foreign``,
+    described by ``what``)."""
 
     def __init__(self, kind, what="", files=(), complete=False):
         self.kind, self.what, self.files, self.complete = kind, what, tuple(files), complete
@@ -261,6 +262,8 @@ def _found_in(fd):
         return _Found("foreign", shown)
     try:
         entries = _read_manifest(MANIFEST, fd)["variables"].values()
+    except FileNotFoundError:       # removed since listed: a recovery is removing it (a save looks without the lock)
+        return _Found("changing")
     except (_Damaged, OSError) as e:
         return _Found("foreign", f"{shown}, whose {MANIFEST} is not a flowlayers checkpoint's (it {e})")
     files = {entry["file"] for entry in entries}

@@ -445,3 +445,24 @@ def test_a_damaged_whole_model_description_is_refused_by_name(tmp_path):
         with pytest.raises(flow.CheckpointError) as e:
             flow.models.load_model(case)
         assert f"flow.models.load_model({str(case)!r})" in str(e.value) and words in str(e.value), str(e.value)
+
+
+def test_a_directory_oneflow_wrote_is_read_only_through_regular_files(tmp_path):
+    """``flow.checkpoint.get`` of OneFlow's own layout (``<name>/out`` and ``<name>/meta``): a link in it is not
+    followed and a FIFO never opened."""
+    outside = tmp_path / "secret"
+    np.arange(6, dtype=np.float32).tofile(outside)
+    for name, make in (("linked_out", lambda d: (d / "out").symlink_to(outside)),
+                       ("fifo_out", lambda d: os.mkfifo(d / "out")),
+                       ("linked_meta", lambda d: None)):
+        case = tmp_path / name
+        case.mkdir()
+        (case / "meta").write_text("shape {\n  dim: 6\n}\ndata_type: kFloat\n")
+        if name == "linked_meta":
+            np.zeros(6, np.float32).tofile(case / "out")
+            (case / "meta").rename(tmp_path / "meta")
+            (case / "meta").symlink_to(tmp_path / "meta")
+        make(case)
+        with deadline(20, f"flow.checkpoint.get of {name}"), pytest.raises(flow.CheckpointError) as e:
+            flow.checkpoint.get(case).numpy()
+        assert "expected a regular file, received a symbolic link" in str(e.value) or name == "fifo_out", str(e.value)
