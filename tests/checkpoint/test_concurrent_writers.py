@@ -49,3 +49,24 @@ def test_two_writers_to_one_path_end_with_one_complete_checkpoint(tmp_path):
     model.load_weights(target)
     assert concurrent_saves.one_value(model) in {1000 * k + SAVES - 1 for k in (1, 2)}
     assert all(np.unique(w).size == 1 for w in model.get_weights())
+
+
+def test_a_save_that_waits_too_long_for_another_is_refused_by_name_and_changes_nothing(tmp_path, monkeypatch):
+    """The loser of a race that does not end (the other save holds the lock past LOCK_WAIT): a CheckpointError
+    naming the process that holds it; its temporary directory removed, the checkpoint as the other left it."""
+    from flowlayers.framework import checkpoint_format as checkpoint
+
+    flow.config.gpu_device_num(1)
+    model = concurrent_saves.build()
+    model.save_weights(tmp_path / "ckpt")
+    saved = model.get_weights()
+    model.set_weights([w + 1 for w in saved])
+    monkeypatch.setattr(checkpoint, "LOCK_WAIT", 0.2)
+    with checkpoint._Lock(str(tmp_path / "ckpt"), exclusive=True), pytest.raises(flow.CheckpointError) as e:
+        model.save_weights(tmp_path / "ckpt")       # another save of this path holds the lock meanwhile
+    assert f"checkpoint {str(tmp_path / 'ckpt')!r}: expected to save it once the save or load of it under way is " \
+           f"done, but process {os.getpid()} on host {checkpoint.HOST} held its lock {tmp_path / '.ckpt.lock'} for " \
+           f"over 0.2 s; stop that process if it is stuck, or use another path" == str(e.value)
+    assert sorted(os.listdir(tmp_path)) == ["ckpt"]
+    model.load_weights(tmp_path / "ckpt")
+    assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), saved))
