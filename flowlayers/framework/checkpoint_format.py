@@ -525,7 +525,8 @@ def _read_manifest(name, dir_fd=None):
     with os.fdopen(fd, "rb") as f:
         data = f.read(MANIFEST_LIMIT + 1) if size <= MANIFEST_LIMIT else b""
     if size > MANIFEST_LIMIT or len(data) > MANIFEST_LIMIT:
-        raise _Damaged(f"expected at most {MANIFEST_LIMIT} bytes, received {max(size, len(data))}")
+        raise _Damaged(f"expected at most {MANIFEST_LIMIT} bytes ({MANIFEST_LIMIT >> 20} MiB), received "
+                       f"{max(size, len(data))}")
     try:
         manifest = json.loads(data)
     except RecursionError:

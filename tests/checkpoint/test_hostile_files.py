@@ -258,8 +258,8 @@ def not_npy(directory, key, outside):
 
 
 def too_big_manifest(directory, key, outside):
-    os.truncate(directory / checkpoint.MANIFEST, checkpoint.MANIFEST_LIMIT + 1)    # sparse: nothing is written
-    return [f"expected at most {checkpoint.MANIFEST_LIMIT} bytes"], []
+    os.truncate(directory / checkpoint.MANIFEST, (64 << 20) + 1)       # sparse: nothing is written
+    return ["expected at most 67108864 bytes (64 MiB), received 67108865"], []
 
 
 def linked_manifest(directory, key, outside):
@@ -286,7 +286,7 @@ DAMAGES = {
     "directory": lambda d, k, o: (special(d, k, os.mkdir), ["a directory"], [])[1:],
     "manifest a FIFO": lambda d, k, o: (special(d, None, os.mkfifo), [checkpoint.MANIFEST, "a FIFO"], [])[1:],
     "manifest a link": linked_manifest,
-    "manifest over the size limit": too_big_manifest,
+    "manifest over 64 MiB": too_big_manifest,
     # finding 5: malformed manifests
     "manifest nested 100000 deep": raw_manifest(b"[" * 100_000 + b"]" * 100_000, ["nested too deeply"]),
     "manifest with a 5000-digit number": raw_manifest(b'{"format": 1' + b"0" * 5000 + b"}", ["not valid JSON"]),
