@@ -169,6 +169,12 @@ NAMED = [
     ("backends/flowlayers_tensorflow/mirrored.py",
      "updates = [_mean(means, next(rest), active, device) if active > 1 else next(rest) for _ in updates]",
      "updates = [next(rest) for _ in updates]", "named: state updates summed over replicas"),
+    # issue 37: both passed every test of their module
+    ("backends/flowlayers_jax/executable.py", "return [*outs, first + steps * rows] if any(made) else outs",
+     "return [*outs, first + rows] if any(made) else outs", "named: the next group's first row one step on"),
+    ("backends/flowlayers_jax/lowering.py",
+     "key = jax.random.fold_in(jax.random.fold_in(key, self.replica), self.step)",
+     "key = jax.random.fold_in(key, self.replica)", "named: one dropout mask for every step"),
 ]
 NAMED_TESTS = {"backends/flowlayers_tensorflow/lowering.py": STEP_TESTS}
 
