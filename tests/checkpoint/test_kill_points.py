@@ -7,8 +7,8 @@ written, before and after each rename, part-way through the removal of the repla
 recovery of an earlier kill.  Killed before its commit point (the rename to ``.<name>.new``) the save is lost
 and step 4's backup is the one kept; from then on, step 6's.  Then ``BackupAndRestore`` resumes at that step and
 ``fit`` ends with the weights of a run never interrupted, and removes the backup directory whole (nothing left
-beside it); a load gives the kept checkpoint's weights; a save over the leftovers succeeds and leaves nothing
-else beside its checkpoint.
+beside it); a load gives the kept checkpoint's weights and clears the rest; a save over the leftovers succeeds
+and leaves nothing else beside its checkpoint.
 """
 import os
 import shutil
@@ -124,6 +124,7 @@ def test_a_save_killed_at_any_step_leaves_the_newest_complete_checkpoint(case, r
     if kept:
         model.load_weights(loaded / "latest")
         assert same(model.get_weights(), runs["weights"][kept])
+        assert sorted(os.listdir(loaded)) == ["latest"]     # the load itself finished or undid what was left
     model.save_weights(loaded / "latest")
     assert sorted(os.listdir(loaded)) == ["latest"]
 
