@@ -4,15 +4,18 @@
     flow.config.gpu_device_num(2)
     flow.config.set_view("consistent")   # or "mirrored"
 """
-from . import (activations, callbacks, checkpoint, config, data, distribute, env, initializers, losses, math, metrics,
-               nn, optimizer, optimizers, parallel, regularizers, sbp, scope, train, typing)
+from . import blob_api  # noqa: F401  (gives Blob its operators and SBP members)
+from . import (activations, callbacks, checkpoint, config, data, distribute, env, initializers, job, losses, math,
+               metrics, nn, optimizer, optimizers, parallel, regularizers, sbp, scope, settings, train, typing)
 from . import distribute as distribute_mod
+from . import dtypes as _dtypes
 from . import layers
 from .dtypes import bfloat16, double, float, float16, float32, float64, int8, int32, int64  # noqa: A004
 from .errors import (CheckpointError, ConfigError, DTypeError, EngineError, FlowLayersError, GraphError,
                      InputError, LayerError, SBPError, ShapeError)
 from .framework.blob import Blob
-from .framework.variable import Variable
+from .framework import naming
+from .framework.variable import Variable, store
 from .initializers import (constant_initializer, glorot_normal_initializer, glorot_uniform_initializer,
                            ones_initializer, random_normal_initializer, random_uniform_initializer,
                            truncated_normal, truncated_normal_initializer, xavier_uniform_initializer,
@@ -25,6 +28,7 @@ from .ops.elementwise import add, cast, constant, divide, multiply, subtract
 from .ops.einsum import einsum
 from .ops.matmul import matmul
 from .ops.shape import concat, flatten, reshape, transpose
+from .ops import source
 from .ops.embedding import gather
 from .scope import recompute
 
@@ -34,13 +38,9 @@ __version__ = "0.1.0"
 def clear_session():
     """Forget automatic layer names, job functions and their variables (Keras' ``clear_session``, OneFlow's
     ``clear_default_session``)."""
-    from . import job as _job
-    from .framework import naming
-    from .framework.variable import store
-
     naming.reset()
     store.variables.clear()
-    _job._registered.clear()
+    job.forget_jobs()
 
 
 def clear_default_session():
@@ -59,11 +59,6 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
     (``reuse=False``: a second request is an error).  ``distribute=flow.distribute.split(k)`` splits it along dim
     ``k`` in the consistent view; ``regularizer`` (``flow.regularizers.l2(...)``) adds OneFlow's penalty to what
     training minimises; ``random_seed`` draws its initial value from that seed instead of the global one."""
-    from . import dtypes as _dtypes
-    from .errors import ConfigError, GraphError
-    from .framework.variable import store
-    from .ops import source
-
     where = f"flow.get_variable({name!r})"
     if shape is None:
         raise ConfigError(f"{where}: shape expected a tuple of ints, received None")

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from . import config, engine, env, metrics
+from . import engine, env, metrics, settings
 from .errors import CheckpointError, ConfigError
 from .framework import checkpoint_format as checkpoint
 
@@ -135,8 +135,8 @@ class BackupAndRestore(Callback):
         where = f"BackupAndRestore({self.backup_dir!r})"
         state = checkpoint.Reader(self._path).state
         seed = state.get("rng", {}).get("seed")
-        if seed != config.seed():
-            raise CheckpointError(f"{where}: expected a backup of a run with flow.config.set_seed({config.seed()}), "
+        if seed != settings.seed():
+            raise CheckpointError(f"{where}: expected a backup of a run with flow.config.set_seed({settings.seed()}), "
                                   f"received one of seed {seed}; rerun with the same seed, or delete the backup")
         if "position" not in state:
             raise CheckpointError(f"{where}: expected a backup written by BackupAndRestore, received a checkpoint "

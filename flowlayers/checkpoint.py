@@ -18,7 +18,7 @@ import stat
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, job
 from .errors import CheckpointError, DTypeError, ShapeError, describe_shape
 from .framework import checkpoint_format
 from .framework.variable import Variable, store
@@ -32,8 +32,6 @@ ONEFLOW_DTYPES = {"kFloat": np.float32, "kDouble": np.float64, "kFloat16": np.fl
 def get_all_variables():
     """Every job-function variable (``flow.get_variable`` and the layers of job functions), by name.  As in
     OneFlow, every job function defined so far is built first (in the view in force), so its variables exist."""
-    from . import job
-
     for fn in job.registered():
         fn.build()
     return dict(store.variables)

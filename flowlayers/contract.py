@@ -1,69 +1,277 @@
-"""The backend contract: what an engine plugin supplies, and everything it is handed, as typed protocols.
+"""The backend contract: what an engine plugin supplies, and everything it is handed, as types.
 
-A backend is found through the entry-point group ``flowlayers.backends`` (its entry point names a class that
-satisfies ``Backend``).  It imports from flowlayers only this module, ``flowlayers.errors`` and ``flowlayers.sbp``;
-everything else reaches it as arguments: a ``Placement``'s values (view, device count, mesh, seed), a
-``VariableSpec`` per variable, the ``Program`` to compile with its plan, and the engine handles of each step's
-variables.  ``docs/backends.md`` walks through it; ``check_backend`` states what a test can check of any backend.
+This module is a leaf of the house: protocols and plain data only, importing nothing of flowlayers but ``errors``,
+``sbp`` and ``dtypes``.  A backend is found through the entry-point group ``flowlayers.backends`` (its entry point
+names a class that satisfies ``Backend``).  It imports from flowlayers only this module, ``flowlayers.errors``,
+``flowlayers.sbp`` and ``flowlayers.backend_common`` (what every backend needs, written once); everything else
+reaches it as arguments: a ``Placement``'s values (view, device count, mesh, seed), a ``VariableSpec`` per variable,
+the ``Program`` to compile with its ``Plan``, and the engine handles of each step's variables.  ``docs/backends.md``
+walks through it, and a test holds that page to this module.
 
 The front end owns what is not the engine's: settings, layout rules, the planner, where each variable's value
 lives (moving it between runtimes when the view changes), optimizer rules, checkpoints.  A backend owns values on
 devices, compiled steps, and the communication its plan asks for.
+
+What a backend can do is a ``Capabilities`` value its Backend class declares, readable without importing the
+engine: the planner, ``model.summary()``, ``parallel_plan()`` and ``repr(blob)`` work where only numpy is installed.
+Optional behaviour is a flag there, never a member probed for.
 """
-from dataclasses import dataclass
-from typing import Any, Callable, List, Mapping, Optional, Protocol, Sequence, Tuple, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 import numpy as np
 
-from .errors import ConfigError
-from .framework.cluster import Cluster
-from .framework.placement import Placement
-from .framework.program import Program
-from .framework.variable import VariableSpec
-from .optimizers import functional      # optimizer rules for engines without in-place update
-from .parallel.plan import Boxing, Plan
+from .sbp import Signature
 
 Handle = Any            # the engine's own variable object, opaque to the front end
 Axes = List[Tuple[str, int]]
 
-__all__ = ["Backend", "Runtime", "Executable", "Kernel", "KernelContext", "ArrayNamespace", "Handle", "Placement",
-           "Program", "VariableSpec", "Cluster", "Plan", "Boxing", "Rows", "Pending", "read_all", "total",
-           "functional", "op_names", "check_backend", "run_steps", "step_by_step", "add_kernel", "micro_batches"]
+__all__ = ["Backend", "Capabilities", "Runtime", "Executable", "PendingReader", "Kernel", "KernelContext",
+           "ArrayNamespace", "OptimizerRules", "Node", "Blob", "Handle", "Cluster", "Placement", "VariableSpec",
+           "Program", "Plan", "Boxing", "Rows", "Pending", "read_all", "total"]
 
 
+# Plain data handed down ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Cluster:
+    """This process's place among the processes of one job (``flow.env``; None where there is one process).
+
+    Devices are numbered process by process: with ``count`` processes of ``local`` devices each, global device
+    ``p * local + d`` is device ``d`` of process ``p``, and a mesh lists its devices in that order (row-major over
+    its axes), so the leading mesh axis spans processes first."""
+    index: int                  # this process, 0 .. count-1
+    count: int                  # processes in the job
+    coordinator: str            # "host:port": where engines with one coordination service meet (jax.distributed)
+    addresses: Tuple[str, ...]  # "host:port" per process: engines with a server per process (TF's gRPC servers)
+    hosts: Tuple[str, ...] = ("127.0.0.1",)
+
+    def local(self, device_num):
+        """The devices of one process, of ``device_num`` in all."""
+        return device_num // self.count
+
+    def owns(self, device, device_num):
+        """Whether global device ``device`` (of ``device_num``) is one of this process's."""
+        return device // self.local(device_num) == self.index
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where and how a program runs, as one immutable value.
+
+    ``flow.config`` holds settings a user may change at any time; what runs takes them once, as a Placement, when
+    it is compiled or called, and hands that value down: to the planner, to the variables' layouts and seeds, and to
+    the backend, which never reads ``flow.config``.  Two programs compiled under different settings hold different
+    Placements, so a setting changed between them cannot reach one half-way."""
+    backend: str              # the engine's entry-point name
+    view: str                 # "consistent" | "mirrored"
+    device_num: int           # devices of all processes
+    mesh: Tuple = ()          # ((axis, size), ...): the consistent view's mesh; () in the mirrored view
+    layout_rules: Tuple = ()  # ((regex, per-dim mesh axes), ...), in the order they were given
+    seed: int = 0
+    cluster: Optional[Cluster] = None   # the processes of a launched job; None: this process alone
+
+    @property
+    def consistent(self):
+        return self.view == "consistent"
+
+    @property
+    def axes(self):
+        """The mesh as ``[(axis, size), ...]``; the mirrored view's replicas are one axis ``replica``."""
+        return list(self.mesh) if self.consistent else [("replica", self.device_num)]
+
+    @property
+    def runtime_key(self):
+        """What decides the runtime (devices and mesh); rules and seed are per program."""
+        return self.backend, self.view, self.device_num, self.mesh, self.cluster
+
+    def rules(self):
+        return dict(self.layout_rules)
+
+
+@dataclass(frozen=True)
+class VariableSpec:
+    """A variable as a backend receives it: everything it needs to make, draw and lay out the value."""
+    path: str
+    shape: Tuple
+    dtype: object             # a flowlayers dtype (``.name``, ``.numpy``)
+    trainable: bool
+    sampler: Tuple            # the initializer's (kind, params): "constant", "uniform", "normal", "truncated_normal"
+    seed: Tuple               # two int32 seeds: the same draw in every view, device count and mesh
+    nd_sbp: Optional[Tuple]   # one SBP per mesh axis (consistent view), or None (whole on every replica)
+    devices: Optional[Tuple]  # the device indices of a placement on some devices, or None (all)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do, declared as a value its Backend class holds without importing its engine.
+
+    The planner asks ``supports`` and ``splits_dim_over_several_axes``; the front end asks the flags instead of
+    probing an engine's objects for members."""
+    engine: str                         # the engine's top-level module ("tensorflow", "jax"): importable where it runs
+    views: Tuple[str, ...] = ("consistent", "mirrored")
+    # the SBP signatures the engine can realise (consistent view), ``supports(op_name, signature) -> bool``; None:
+    # every signature.  The planner offers only those, here and in Blob.sbp, summary() and parallel_plan().
+    supports: Optional[Callable[[str, Signature], bool]] = None
+    splits_dim_over_several_axes: bool = False  # one tensor dim split over several mesh axes ((S(0), S(0)))
+    processes: bool = False             # one program over the processes of a launched job (``Backend.join``)
+    several_steps: bool = False         # ``Executable.steps``: several steps in one dispatch
+    takes_rows: bool = False            # ``Executable.takes_rows``: steps may gather their rows on the devices
+    shows_program: bool = False         # ``Executable.compiled_text``: the program the engine compiles, as text
+
+
+class Node(Protocol):
+    """One op of the logical graph, as a backend reads it."""
+    op: Any                     # the OpDef: ``.name`` (the kernel's key) and ``.kind``
+    inputs: Tuple["Blob", ...]
+    outputs: Tuple["Blob", ...]
+    attrs: Mapping[str, Any]    # the op's own parameters (what its kernel reads)
+    name: str                   # unique in the graph (errors name it)
+    placement: Optional[Tuple[int, ...]]    # devices of a placement on some devices, or None: all
+    recompute: Optional[int]    # the recomputed segment it belongs to (flow.recompute), or None
+    variable: Any               # a variable op's variable: ``.path`` keys its handle
+    layer: Any                  # the layer that made it, or None (errors name it by ``.name``)
+
+
+class Blob(Protocol):
+    """One logical tensor of the graph: hashable, known by shape and dtype."""
+    node: Node
+    index: int
+    shape: Tuple
+    dtype: Any                  # a flowlayers dtype (``.name``, ``.numpy``, ``.is_floating``)
+
+
+class OptimizerRules(Protocol):
+    """What a training step asks of ``Program.optimizer`` (a ``flow.optimizers`` object)."""
+    gradient_accumulation_steps: Optional[int]
+
+    def is_update_step(self, step: int) -> bool: ...
+    def clipping_norms(self, xp: "ArrayNamespace", squared): ...
+    def decays(self, var) -> bool: ...
+    def apply_gradient(self, xp, var, grad, slots, lr, step, update=True, decays=True, norm=None) -> None: ...
+
+
+@dataclass(frozen=True, eq=False)
+class Program:
+    """What a backend compiles: a graph from placeholders to outputs, a phase, and optionally a loss to minimise
+    with an optimizer (built by ``flowlayers.framework.program.build``, which checks it).
+
+    Output modes say how a value comes back to the host: ``numpy``, the logical value (mirrored view: replicas'
+    rows concatenated; a scalar is the mean of the replicas' scalars); ``list``, one array per device (mirrored
+    view); ``sum``, the sum of all elements over the whole logical batch (exact in every view: losses, metrics)."""
+    inputs: Tuple[Blob, ...]
+    outputs: Tuple[Blob, ...]
+    output_modes: Tuple[str, ...]
+    phase: str                        # train | eval | predict: decides dropout and batch-norm behaviour
+    loss: Optional[Blob]
+    optimizer: Optional[OptimizerRules]
+    jit_compile: bool
+    name: str
+    gradients: Tuple[Blob, ...]       # Blobs whose gradient of the mean loss the step also returns (watch_diff)
+    micro_batches: int                # a training batch split into this many, gradients summed, one update
+    nodes: Tuple[Node, ...]           # producers first
+    units: Tuple                      # the nodes in order, each flow.recompute segment gathered in one list
+    variables: Tuple                  # the variables the nodes read (``.path``, ``.trainable``, ``.dtype``)
+    updates: Tuple                    # (variable, Blob): state a training step assigns (moving statistics)
+    slots: Mapping[str, Tuple]        # variable path -> its optimizer slot variables, in the rule's order
+
+    @property
+    def results(self):
+        """The Blobs a step hands on: outputs, loss, state updates and watched Blobs."""
+        return list(self.outputs) + [b for b in [self.loss] if b is not None] + [b for _, b in self.updates] + \
+            list(self.gradients)
+
+    @property
+    def trainable(self):
+        return [v for v in self.variables if v.trainable] if self.loss is not None else []
+
+    @property
+    def returned_modes(self):
+        """How each value a step returns comes back: the outputs' modes, then the watched gradients (logical)."""
+        return list(self.output_modes) + ["numpy"] * len(self.gradients)
+
+
+@dataclass(frozen=True)
+class Boxing:
+    """One conversion of a Blob between nd-SBPs, and what it costs each step."""
+    producer: str            # the op (or variable path) whose output is converted
+    consumer: str            # the op that needs it converted (or "<path> (optimizer)" for a gradient)
+    src: Tuple
+    dst: Tuple
+    collectives: Tuple       # ((mesh axis, collective), ...), e.g. (("model", "all-reduce"),)
+    bytes_per_step: float    # estimated bytes sent per device
+    phase: str = "forward"   # forward | backward
+
+    def __repr__(self):
+        kinds = ", ".join(f"{k} over {a!r}" for a, k in self.collectives)
+        return (f"Boxing({self.producer} -> {self.consumer}: ({', '.join(map(repr, self.src))}) -> "
+                f"({', '.join(map(repr, self.dst))}), {kinds}, {self.bytes_per_step:,.0f} B, {self.phase})")
+
+
+@dataclass(eq=False)
+class Plan:
+    """What the planner decided for one mesh: ``sbp[blob]`` (an nd-SBP per Blob), ``signatures[node]`` (a
+    Signature per mesh axis), ``wanted[(node, i)]`` (the nd-SBP input ``i`` is boxed to) and ``boxing``."""
+    axes: Axes
+    sbp: Dict[Any, Tuple] = field(default_factory=dict)
+    signatures: Dict[Any, Tuple[Signature, ...]] = field(default_factory=dict)
+    wanted: Dict[Tuple[Any, int], Tuple] = field(default_factory=dict)
+    boxing: List[Boxing] = field(default_factory=list)
+
+    def input_sbp(self, node, i):
+        """The nd-SBP input ``i`` of ``node`` is boxed to before the op runs."""
+        return self.wanted.get((node, i), self.sbp[node.inputs[i]])
+
+
+@dataclass(frozen=True, eq=False)
+class Rows:
+    """Several steps' feed of one input as rows of a whole host array: step ``k`` takes ``source[index[k]]``.
+
+    ``source`` is the same object in every call while the data stays the same (a training array, for the whole of
+    ``fit``), so an engine may keep it on its devices once and gather each step's rows there, where the host would
+    otherwise copy every batch.  ``gather()`` is the host's way.
+
+    Where the steps' rows are consecutive in an epoch's order (``fit``'s batches), ``start`` says so: ``index`` is
+    ``order[start:start + index.size]`` in steps of ``index.shape[1]`` rows (``order`` None: the rows in their
+    order), so an engine that keeps ``order`` on its devices can make ``index`` there from ``start`` alone."""
+    source: Any
+    index: Any          # int array (steps, batch)
+    order: Any = None   # the epoch's row order (an int array over all rows), None: the rows in their order
+    start: Optional[int] = None     # the first step's first row in ``order``; None: ``index`` is not such a run
+
+    def gather(self):
+        return np.take(self.source, self.index, axis=0)
+
+
+# What a backend supplies ---------------------------------------------------------------------------------------
 @runtime_checkable
 class Backend(Protocol):
     name: str
-    views: Tuple[str, ...]      # the views it runs: "consistent", "mirrored" (declared, not discovered)
-    kernels: Mapping[str, "Kernel"]     # op name -> kernel, for every op of ``op_names()`` and custom ones
-    # optional: supports(op_name, signature) -> bool, the SBP signatures the engine can realise (consistent view);
-    # the planner offers only those, here and in Blob.sbp, summary() and parallel_plan()
-    # optional: splits_dim_over_several_axes = True where one tensor dim may be split over several mesh axes
-    # (nd-SBP (S(0), S(0)); JAX's PartitionSpec(("a", "b"))); absent or False: one axis per dim at most
+    capabilities: Capabilities
+    kernels: Mapping[str, "Kernel"]     # op name -> kernel, for every op the front end builds and custom ones
 
-    # optional: processes = True where it runs one program over the processes of a launched job; ``runtime`` is
-    # then also called with ``cluster=`` (below), and ``join(view, device_num, cluster)``, if present, as soon as
-    # the process's device count is set (``view``: the view set explicitly, else None), so that the backend can join
-    # its engine's distributed runtime before user code starts the engine
-
-    def runtime(self, view: str, device_num: int, mesh: Optional[Tuple[Tuple[str, int], ...]]) -> "Runtime":
+    def runtime(self, view: str, device_num: int, mesh: Optional[Tuple[Tuple[str, int], ...]],
+                cluster: Optional[Cluster] = None) -> "Runtime":
         """A runtime for one view, device count and (consistent view) mesh ``((axis, size), ...)``; made once per
         distinct tuple and reused.  A one-device consistent runtime keeps the mesh's axis names, each of size 1.
 
-        Several processes (``cluster=Cluster(...)``, only to a backend declaring ``processes = True``): every process
-        of the job makes the same calls in the same order.  ``device_num`` counts the devices of all processes;
-        process ``p`` owns global devices ``p * local .. (p + 1) * local - 1`` (``cluster.local(device_num)``), and
-        the mesh lists devices in that order.  The backend joins its engine's own distributed runtime (once per
-        process, on ``cluster.coordinator`` / ``cluster.addresses``).  Every host value handed to the runtime or an
-        executable (variable values, feeds) is the whole logical value, the same in every process: each process puts
-        only its own devices' blocks on them.  Every value returned (``read``, outputs, sums) is the whole logical
-        value, in every process.  Such a runtime also has ``barrier(name)``: return once every process reached it; and
-        ``gather(array)``: every process's host array (the same shape in each) joined along dim 0 in process order,
-        returned in every process (per-process datasets feed their shares of a batch this way)."""
+        Several processes (``cluster``, only to a backend whose capabilities say ``processes``): every process of the
+        job makes the same calls in the same order.  ``device_num`` counts the devices of all processes; process
+        ``p`` owns global devices ``p * local .. (p + 1) * local - 1`` (``cluster.local(device_num)``), and the mesh
+        lists devices in that order.  The backend joins its engine's own distributed runtime (once per process, on
+        ``cluster.coordinator`` / ``cluster.addresses``).  Every host value handed to the runtime or an executable
+        (variable values, feeds) is the whole logical value, the same in every process: each process puts only its
+        own devices' blocks on them.  Every value returned (``read``, outputs, sums) is the whole logical value, in
+        every process.  Such a runtime's ``barrier`` and ``gather`` (below) meet the other processes."""
 
     def check_device_count(self, n: int, what: str) -> None:
         """Raise ``flow.ConfigError`` naming ``what`` if ``n`` devices cannot be had in this process.  Called by
-        ``flow.config.gpu_device_num``/``set_mesh``: it must not start the engine (it may reserve devices)."""
+        ``flow.config.gpu_device_num``/``set_mesh`` where the engine is installed: it must not start the engine (it
+        may reserve devices)."""
+
+    def join(self, view: Optional[str], device_num: int, cluster: Cluster) -> None:
+        """Several processes (``capabilities.processes``): join the engine's distributed runtime as soon as the
+        process's device count is set (``view``: the view set explicitly, else None), before user code starts the
+        engine; a backend that needs the view waits for one.  Never called for one process."""
 
 
 @runtime_checkable
@@ -94,6 +302,13 @@ class Runtime(Protocol):
         front end's Plan for a fed batch size, made once per size; ``seed`` is the global seed dropout draws with.
         """
 
+    def barrier(self, name: str) -> None:
+        """Several processes: return once every process reached ``barrier(name)`` (one process: at once)."""
+
+    def gather(self, array: Any) -> Any:
+        """Several processes: every process's host array (the same shape in each) joined along dim 0 in process
+        order, returned in every process (per-process datasets feed their shares of a batch this way)."""
+
 
 @runtime_checkable
 class Executable(Protocol):
@@ -107,56 +322,41 @@ class Executable(Protocol):
         Returns one host value per output in ``program.output_modes``, then the watched gradients
         (``program.gradients``) as logical arrays.  A ``"sum"`` output may instead be a ``Pending`` holding the
         engine's value, read only when the front end needs it: an engine that dispatches asynchronously then runs
-        ahead of the host.  Optional: ``steps(feeds, handles, lrs, first_step)``, several steps in one dispatch
-        (``run_steps``); ``takes_rows(rows, sources)``, true where one step of ``rows`` rows of the whole training
-        arrays ``sources`` runs faster through ``steps`` with ``Rows`` (the arrays kept on the devices) than fed
-        them (``fit`` then does so); ``compiled_text(feeds, handles, lr, step)``, the program the engine compiles
-        for such a step, as text, compiled and not run (``parallel_plan().compiled_program()``)."""
+        ahead of the host."""
+
+    def steps(self, feeds: Sequence[Any], handles: Mapping[str, Handle], lrs: Sequence[float],
+              first_step: int) -> List[Any]:
+        """``capabilities.several_steps``: ``len(lrs)`` steps in one dispatch, at rates ``lrs`` and steps
+        ``first_step, first_step + 1, ...``; ``feeds``: per input, a ``Rows`` or an array stacked over the steps.
+        Returns per output the values of every step stacked."""
+
+    def takes_rows(self, rows: int, sources: Sequence[Any]) -> bool:
+        """``capabilities.takes_rows``: whether one step of ``rows`` rows of the whole training arrays ``sources``
+        runs faster through ``steps`` with ``Rows`` (the arrays kept on the devices) than fed them."""
+
+    def compiled_text(self, feeds: Sequence[Any], handles: Mapping[str, Handle], lr: float, step: int) -> str:
+        """``capabilities.shows_program``: the program the engine compiles for such a step, as text, compiled and
+        not run (``parallel_plan().compiled_program()``)."""
 
 
-class KernelContext(Protocol):
-    """What a kernel may ask of the step it runs in."""
-    phase: str
+@runtime_checkable
+class PendingReader(Protocol):
+    """The engine's object that reads ``Pending`` values."""
 
-    def training(self, flag: Optional[bool]) -> bool: ...
-    def random_uniform(self, shape, op_name: str, op_seed=None): ...    # keyed by (seed, op, step, replica)
-    def constant(self, value, dtype): ...
-    def input_sbp(self, node, i: int) -> Optional[Tuple]: ...          # the nd-SBP input i arrives in
-    def splits(self, node, i: int, dim: int) -> bool: ...
-    def lay_out(self, tensor, nd_sbp): ...                               # a kernel's own intermediate
-    def pin(self, blob, tensor): ...
-    def box(self, node, i: int, tensor): ...
+    def read(self, values: Sequence[Any]) -> List[Any]:
+        """Their host arrays, read together (one wait, the transfers overlapped)."""
 
-
-@dataclass(frozen=True, eq=False)
-class Rows:
-    """Several steps' feed of one input as rows of a whole host array: step ``k`` takes ``source[index[k]]``.
-
-    ``source`` is the same object in every call while the data stays the same (a training array, for the whole of
-    ``fit``), so an engine may keep it on its devices once and gather each step's rows there, where the host would
-    otherwise copy every batch.  ``gather()`` is the host's way.
-
-    Where the steps' rows are consecutive in an epoch's order (``fit``'s batches), ``start`` says so: ``index`` is
-    ``order[start:start + index.size]`` in steps of ``index.shape[1]`` rows (``order`` None: the rows in their
-    order), so an engine that keeps ``order`` on its devices can make ``index`` there from ``start`` alone."""
-    source: Any
-    index: Any          # int array (steps, batch)
-    order: Any = None   # the epoch's row order (an int array over all rows), None: the rows in their order
-    start: Optional[int] = None     # the first step's first row in ``order``; None: ``index`` is not such a run
-
-    def gather(self):
-        return np.take(self.source, self.index, axis=0)
+    def total(self, values: Sequence[Any]) -> float:
+        """The float64 sum of all their elements (an engine may add them up on its devices, with fewer reads)."""
 
 
 class Pending:
     """A ``"sum"`` output still on the engine's devices (``Executable.__call__``): ``value`` what the engine needs to
-    read it, ``reader`` the engine's object that reads such values: ``reader.read(values)``, their host arrays, read
-    together (one wait, the transfers overlapped: a GPU read one at a time waits a round trip each); optionally
-    ``reader.total(values)``, the float64 sum of all their elements, where the engine can add them up with fewer
-    reads.  ``np.asarray`` and ``float`` read one alone; ``read_all`` and ``total`` many at once."""
+    read it, ``reader`` a ``PendingReader``.  ``np.asarray`` and ``float`` read one alone; ``read_all`` and ``total``
+    many at once."""
     __slots__ = ("value", "reader")
 
-    def __init__(self, value, reader):
+    def __init__(self, value, reader: PendingReader):
         self.value, self.reader = value, reader
 
     def __array__(self, dtype=None, copy=None):
@@ -180,15 +380,13 @@ def read_all(values):
 
 def total(values):
     """The float64 sum of every element of ``values`` (scalars or arrays, some maybe ``Pending``): each engine
-    reader's values summed by its ``total`` where it has one, else read together and summed on the host."""
+    reader's values summed by its ``total``, the rest on the host."""
     values, result = list(values), 0.0
     for reader, ks in _by_reader(values).items():
-        if hasattr(reader, "total"):
-            result += float(reader.total([values[k].value for k in ks]))
-            for k in ks:
-                values[k] = None
-    return result + sum(float(np.sum(np.asarray(v, np.float64))) for v in read_all(v for v in values
-                                                                                     if v is not None))
+        result += float(reader.total([values[k].value for k in ks]))
+        for k in ks:
+            values[k] = None
+    return result + sum(float(np.sum(np.asarray(v, np.float64))) for v in values if v is not None)
 
 
 def _by_reader(values):
@@ -200,77 +398,38 @@ def _by_reader(values):
     return groups
 
 
-def run_steps(executable, feeds, handles, lrs, first_step):
-    """``len(lrs)`` steps of ``executable`` in a row, at rates ``lrs`` and steps ``first_step, first_step + 1, ...``;
-    ``feeds``: per input, a ``Rows`` or an array stacked over the steps.  Returns per output the values of every
-    step stacked.  An executable may do it in one dispatch (``Executable.steps``, optional, the same arguments);
-    otherwise the steps are called one by one."""
-    if hasattr(executable, "steps"):
-        return executable.steps(feeds, handles, lrs, first_step)
-    return step_by_step(executable, feeds, handles, lrs, first_step)
-
-
-def micro_batches(feeds, n):
-    """Host feeds -> ``n`` lists of feeds, each a run of consecutive rows (sizes differ by one at most); a batch of
-    fewer rows runs as one micro-batch per row (the sum of the gradients is the same)."""
-    if n == 1 or not feeds or not np.ndim(feeds[0]):
-        return [list(feeds)]
-    n = min(n, len(feeds[0]))
-    return [list(chunk) for chunk in zip(*[np.array_split(np.asarray(f), n) for f in feeds])]
-
-
-def step_by_step(executable, feeds, handles, lrs, first_step):
-    """``run_steps`` as one call of ``executable`` per step (what an executable's ``steps`` may fall back to)."""
-    stacked = [f.gather() if isinstance(f, Rows) else f for f in feeds]
-    per_step = [executable([f[k] for f in stacked], handles, lr, first_step + k) for k, lr in enumerate(lrs)]
-    return [np.stack(read_all(values)) for values in zip(*per_step)]
-
-
 class Kernel(Protocol):
     """Lowers one node (``node.op.name``, ``node.attrs``) to engine ops: returns its output, or a tuple."""
 
-    def __call__(self, node, *inputs, ctx: KernelContext): ...
+    def __call__(self, node: Node, *inputs, ctx: "KernelContext"): ...
+
+
+class KernelContext(Protocol):
+    """What a kernel may ask of the step it runs in."""
+    phase: str
+
+    def training(self, flag: Optional[bool]) -> bool: ...
+    def random_uniform(self, shape, op_name: str, op_seed=None): ...    # keyed by (seed, op, step, replica)
+    def constant(self, value, dtype): ...
+    def input_sbp(self, node, i: int) -> Optional[Tuple]: ...          # the nd-SBP input i arrives in
+    def splits(self, node, i: int, dim: int) -> bool: ...
+    def lay_out(self, tensor, nd_sbp): ...                               # a kernel's own intermediate
+    def pin(self, blob, tensor): ...
+    def box(self, node, i: int, tensor): ...
 
 
 class ArrayNamespace(Protocol):
-    """What optimizer rules compute with (``Optimizer.apply_gradient(xp, ...)``).
+    """What optimizer rules compute with (``OptimizerRules.apply_gradient(xp, ...)``).
 
     Variables and slots reach a rule as references: reading one (arithmetic on it) reads its current value, and
     ``assign(ref, value)`` replaces it.  An engine that updates in place passes its variables; one that cannot (a
-    functional engine) passes ``flowlayers.optimizers.functional.Ref`` boxes and takes their final values (see
-    ``FunctionalMath``).  Optional whole-rule kernels: ``apply_sgd``, ``apply_adam`` (``Optimizer.update``)."""
+    functional engine) passes ``backend_common.functional.Ref`` boxes and takes their final values (see
+    ``FunctionalMath``).  ``whole_rules`` names the rules it has one kernel for: ``"sgd"`` (``apply_sgd``), ``"adam"``
+    (``apply_adam``); see ``Optimizer.update``."""
+    whole_rules: frozenset
 
     def sqrt(self, x): ...
     def minimum(self, a, b): ...
     def maximum(self, a, b): ...
     def clip(self, x, lo, hi): ...
     def assign(self, ref, value) -> None: ...
-
-
-def add_kernel(table, op_name, fn, replace=False):
-    """Put ``fn`` into a backend's kernel ``table`` as the kernel of ``op_name`` (a backend's ``register_kernel``);
-    a name that has another kernel is refused unless ``replace``."""
-    if op_name in table and table[op_name] is not fn and not replace:
-        raise ConfigError(f"register_kernel({op_name!r}): expected a new op name, received one that already has a "
-                          f"kernel ({table[op_name].__module__}.{table[op_name].__qualname__}); name the op "
-                          f"differently, or pass replace=True to override it")
-    table[op_name] = fn
-    return fn
-
-
-def op_names():
-    """The names of every op the front end builds (``flowlayers/ops``): what a backend's kernel table covers,
-    besides custom ops registered by users."""
-    from . import ops
-
-    return sorted(name for name, op in ops.by_name().items() if op.kind in ("compute", "constant", "constraint"))
-
-
-def check_backend(backend, kernels=None):
-    """What any backend must show without running a model: the protocol's members, views the front end knows, and a
-    kernel for every front-end op in ``kernels`` (default: its own table).  Returns a list of what is missing."""
-    missing = [f"Backend.{m}" for m in ("name", "views", "kernels", "runtime", "check_device_count")
-               if not hasattr(backend, m)]
-    missing += [f"view {v!r}" for v in getattr(backend, "views", ()) if v not in ("consistent", "mirrored")]
-    kernels = getattr(backend, "kernels", {}) if kernels is None else kernels
-    return missing + [f"kernel {name!r}" for name in op_names() if name not in kernels]

@@ -1,13 +1,16 @@
 """Finding and starting backends.  The front end meets an engine only here.
 
-Backends register under the entry-point group ``flowlayers.backends``; the
-entry point names a class with ``views`` (the views it runs),
-``runtime(view, device_num, mesh)`` and ``check_device_count(n, what)`` (raise
-ConfigError if ``n`` devices cannot be had in this process; may set the devices up).
+Backends register under the entry-point group ``flowlayers.backends``; the entry point names a class satisfying
+``contract.Backend``.  Its ``capabilities`` are read without starting (or importing) the engine, so planning works
+where only numpy is installed; a runtime, made once per Placement's devices and mesh, is what starts it.
 """
+import importlib.util
 from importlib import metadata
 
-from . import config, env
+import numpy as np
+
+from . import env, settings
+from .contract import Placement
 from .errors import ConfigError, InputError
 
 GROUP = "flowlayers.backends"
@@ -25,24 +28,6 @@ def available():
     return sorted(_entry_points())
 
 
-def default_name():
-    """The first installed backend whose engine imports, ``tensorflow`` first (looked up once); ``tensorflow``
-    where none does, so that the error names it."""
-    if not _default:
-        installed = sorted(available(), key=lambda name: name != "tensorflow")
-        usable = [name for name in installed if _loads(name)]
-        _default.append(usable[0] if usable else "tensorflow")
-    return _default[0]
-
-
-def _loads(name):
-    try:
-        _entry_points()[name].load()
-        return True
-    except ImportError:
-        return False
-
-
 def check_name(name, what):
     """``name`` if a backend of that name is installed, else a ConfigError listing those that are."""
     installed = available()
@@ -54,28 +39,65 @@ def check_name(name, what):
 
 
 def backend(name=None):
-    """The backend ``name`` (default: the one configured), loaded once."""
-    name = name or config.backend_name()
+    """The backend ``name`` (default: the one configured), its class loaded once.  Loading it imports no engine."""
+    name = name or backend_name()
     if name not in _backends:
         ep = _entry_points().get(check_name(name, "backend (flow.config.set_backend or $FLOWLAYERS_BACKEND)"))
-        try:
-            cls = ep.load()
-        except ImportError as e:
-            raise ConfigError(f"backend {name!r}: expected its engine to be importable, received {e!r}; install "
-                              f"it, e.g. pip install 'flowlayers[tensorflow-cpu]'") from e
-        _backends[name] = cls()
+        _backends[name] = ep.load()()
     return _backends[name]
 
 
+def capabilities(name=None):
+    """What backend ``name`` (default: the one configured) can do, without its engine."""
+    return backend(name).capabilities
+
+
+def has_engine(name=None):
+    """Whether backend ``name``'s engine is installed here (looked up, not imported)."""
+    return importlib.util.find_spec(capabilities(name).engine) is not None
+
+
+def default_name():
+    """The first installed backend whose engine is installed, ``tensorflow`` first (looked up once);
+    ``tensorflow`` where none is, so that the error names it."""
+    if not _default:
+        installed = sorted(available(), key=lambda name: name != "tensorflow")
+        usable = [name for name in installed if has_engine(name)]
+        _default.append(usable[0] if usable else "tensorflow")
+    return _default[0]
+
+
+def backend_name():
+    """The engine that runs models: the one set, else ``$FLOWLAYERS_BACKEND``, else ``tensorflow`` where it is
+    installed, else the first installed backend."""
+    return settings.backend_set() or default_name()
+
+
+def placement(view=None):
+    """The settings in force as one immutable value, for ``view`` (default: the view in force): what a compile,
+    a ``fit`` or a job call takes once and hands down."""
+    view = view or settings.view()
+    mesh = tuple(settings.mesh_shape().items()) if view == "consistent" else ()
+    return Placement(backend_name(), view, settings.device_num(), mesh, tuple(settings.layout_rules().items()),
+                     settings.seed(), env.cluster())
+
+
+def _engine_of(name, what):
+    """Backend ``name``, refused by name where its engine is not installed."""
+    if not has_engine(name):
+        raise ConfigError(f"backend {name!r}: {what} expected its engine {capabilities(name).engine!r} to be "
+                          f"importable, received none installed; install it, e.g. pip install "
+                          f"'flowlayers[{'tensorflow-cpu' if name == 'tensorflow' else name}]'")
+    return backend(name)
+
+
 def check_device_count(n, what):
-    """Raise now if ``n`` devices cannot be had.  The backend sets its devices up now if it still can: TensorFlow
-    code the user runs next (a tf.data pipeline) would otherwise start the engine with one device.  Without an
-    installed backend the check waits for the first runtime."""
-    try:
-        engine = backend()
-    except ConfigError:
-        return
-    engine.check_device_count(n, what)
+    """Raise now if ``n`` devices cannot be had.  The backend sets its devices up now if it still can: engine code
+    the user runs next (a tf.data pipeline) would otherwise start the engine with one device.  Where the engine is
+    not installed the check waits for the first runtime (planning needs no devices)."""
+    name = backend_name()
+    if name in available() and has_engine(name):
+        backend(name).check_device_count(n, what)
 
 
 def join_processes(view):
@@ -83,51 +105,42 @@ def join_processes(view):
     count is set (``view``: the view set explicitly, else None), before user code (a tf.data pipeline, a JAX
     array) starts the engine on its own.  A backend that needs the view to join waits for one; the first runtime
     joins otherwise."""
-    cluster = env.cluster()
-    if cluster is None or not config._state["device_num"]:
+    cluster, name = env.cluster(), backend_name()
+    if cluster is None or not settings.device_num_set() or name not in available() or not has_engine(name):
         return
-    try:
-        engine = backend()
-    except ConfigError:
-        return
-    if getattr(engine, "processes", False) and hasattr(engine, "join"):
-        engine.join(view, config.device_num(), cluster)
+    if capabilities(name).processes:
+        backend(name).join(view, settings.device_num(), cluster)
 
 
-def runtime(placement=None):
-    """The runtime for ``placement`` (default: the settings in force): its backend, view, device count and mesh.
-    Made once and then reused."""
-    placement = placement or config.placement()
+def runtime(placement):
+    """The runtime for ``placement``: its backend, view, device count and mesh.  Made once and then reused."""
     key = placement.runtime_key
     if key not in _runtimes:
-        engine = backend(placement.backend)
-        if placement.view not in engine.views:
-            raise ConfigError(f"view {placement.view!r}: backend {placement.backend!r} runs the views "
-                              f"{list(engine.views)}, received {placement.view!r}; choose one of those or another "
-                              f"backend")
+        engine = _engine_of(placement.backend, "running a step")
+        views = engine.capabilities.views
+        if placement.view not in views:
+            raise ConfigError(f"view {placement.view!r}: backend {placement.backend!r} runs the views {list(views)}, "
+                              f"received {placement.view!r}; choose one of those or another backend")
         mesh = placement.mesh if placement.consistent else None
-        if placement.cluster is None:
-            _runtimes[key] = engine.runtime(placement.view, placement.device_num, mesh)
-        elif not getattr(engine, "processes", False):
+        if placement.cluster is not None and not engine.capabilities.processes:
             raise ConfigError(f"backend {placement.backend!r}: expected a backend that runs one program over several "
                               f"processes, received one that runs in one process only (this job has "
                               f"{placement.cluster.count}); start the script without python -m flowlayers.launch, or "
-                              f"choose a backend that declares processes = True")
-        else:
-            _runtimes[key] = engine.runtime(placement.view, placement.device_num, mesh, cluster=placement.cluster)
+                              f"choose a backend whose capabilities say processes=True")
+        _runtimes[key] = engine.runtime(placement.view, placement.device_num, mesh, placement.cluster)
     return _runtimes[key]
 
 
-def _joined(placement):
-    """A runtime of the job's processes: one running already, else the one ``placement`` gives."""
+def _joined():
+    """A runtime of the job's processes: one running already, else the one the settings in force give."""
     running = [rt for key, rt in _runtimes.items() if key[-1] is not None]
-    return running[0] if running else runtime(placement)
+    return running[0] if running else runtime(placement())
 
 
 def barrier(name):
     """Return once every process of the job reached ``barrier(name)`` (at once where there is one process)."""
     if env.cluster() is not None:
-        _joined(config.placement()).barrier(name)
+        _joined().barrier(name)
 
 
 def gather_processes(arrays, what):
@@ -135,9 +148,7 @@ def gather_processes(arrays, what):
     the global batch.  The shares must have the same shapes in every process."""
     if env.cluster() is None:
         return list(arrays)
-    import numpy as np
-
-    rt = _joined(config.placement())
+    rt = _joined()
     shapes = rt.gather(np.array([[len(a.shape)] + list(a.shape) + [0] * (8 - len(a.shape)) for a in arrays],
                                 np.int64)[None])
     if any(not np.array_equal(s, shapes[0]) for s in shapes):

@@ -11,11 +11,11 @@ import typing
 
 import numpy as np
 
-from . import config, dtypes, engine, regularizers, scope
+from . import dtypes, engine, regularizers, scope, settings
 from .errors import ConfigError, DTypeError, GraphError, InputError, describe_shape
 from .framework.blob import Blob
 from .framework.compiled import Compiled
-from .framework.program import Program
+from .framework.program import build as build_program
 from .inputs import check_range, index_ranges
 from .layers import base as layer_base
 from .ops import source
@@ -102,7 +102,7 @@ class JobFunction:
 
     @property
     def view(self):
-        return (self.config and self.config.view) or config.view()
+        return (self.config and self.config.view) or settings.view()
 
     @property
     def step(self):
@@ -114,7 +114,7 @@ class JobFunction:
     def build(self):
         """Build the graph and compile it for the runtime in force (also done by the first call)."""
         view = self.view
-        placement = config.placement(view)
+        placement = engine.placement(view)
         if self._compiled and self._compiled[0] == placement:
             return self._compiled
         try:
@@ -143,7 +143,7 @@ class JobFunction:
                              f"flow.optimizer.<Optimizer>(...).minimize(loss)")
         if self._compiled and build.rule is not None:
             _carry_state(self._compiled[1].optimizer, build.rule)
-        program = Program(inputs, outputs, modes, phase="train" if self.job_type == "train" else "predict",
+        program = build_program(inputs, outputs, modes, phase="train" if self.job_type == "train" else "predict",
                           loss=build.loss, optimizer=build.rule, name=self.__name__,
                           gradients=[b for b, _ in build.watched_diff])
         ranges = index_ranges(program.nodes, inputs)
@@ -156,7 +156,7 @@ class JobFunction:
         compiled = self.build()[2]
         if batch_size is None:
             batch_size = next((ph.shape[0] for _, ph in self.params if ph.shape), None)
-        return report.build(compiled, batch_size)
+        return report.build(compiled, batch_size, read_back=engine.has_engine(compiled.placement.backend))
 
     def _placeholder(self, name, ph, view):
         if ph.kind == "list" and view != "mirrored":
@@ -325,3 +325,8 @@ def _check_array(job, name, ph, value):
 
 def registered():
     return list(_registered)
+
+
+def forget_jobs():
+    """Forget every job function defined so far (``flow.clear_session``)."""
+    _registered.clear()

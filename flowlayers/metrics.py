@@ -4,7 +4,7 @@ Every device returns the sum of its values; the host adds them and divides
 by the number of examples seen, so a metric is the same in every view.
 """
 
-from . import contract, dtypes
+from . import contract, dtypes, losses
 from .errors import ConfigError
 from .framework import naming
 from .ops import elementwise as ew, reduce
@@ -129,8 +129,6 @@ def get(identifier, loss=None):
     if isinstance(identifier, Metric):
         return identifier
     if isinstance(identifier, str) and identifier.lower() in ("accuracy", "acc"):
-        from . import losses
-
         kind = {losses.SparseCategoricalCrossentropy: SparseCategoricalAccuracy,
                 losses.CategoricalCrossentropy: CategoricalAccuracy,
                 losses.BinaryCrossentropy: BinaryAccuracy}.get(type(loss), SparseCategoricalAccuracy)

@@ -6,7 +6,7 @@ mean over every element of the logical batch.
 """
 import math
 
-from . import optimizers
+from . import job, optimizers
 from .errors import ConfigError, GraphError
 from .framework.blob import Blob
 
@@ -47,8 +47,6 @@ def _rate(lr_scheduler):
 
 class _JobOptimizer:
     def minimize(self, loss):
-        from . import job
-
         if not isinstance(loss, Blob):
             raise GraphError(f"{type(self).__name__}.minimize(loss): expected a Blob, received {type(loss).__name__}")
         if not loss.dtype.is_floating:

@@ -17,7 +17,8 @@ that of where it is used: OneFlow's in ``flow.get_variable`` and the functional 
 ``conv2d``, Keras' in a layer class (``Dense(kernel_regularizer=...)``).
 """
 from .errors import LayerError
-from .ops import elementwise as ew, reduce
+from .framework.graph import topo_sort
+from .ops import elementwise as ew, reduce, source
 
 
 class Regularizer:
@@ -149,9 +150,6 @@ def serialize(regularizer):
 def penalized(loss):
     """``loss`` plus the penalties of the regularized trainable variables it reads, added to every element (so
     its mean over the batch, what training minimises, gains each penalty once)."""
-    from .framework.graph import topo_sort
-    from .ops import source
-
     variables = [n.variable for n in topo_sort([loss]) if n.op.kind == "variable"]
     seen, total = set(), None
     for var in variables:

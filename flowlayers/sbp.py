@@ -9,6 +9,7 @@ An nd-SBP is a tuple with one value per mesh axis, e.g. ``(S(0), B)`` on a
 ``data x model`` mesh.
 """
 from dataclasses import dataclass
+from typing import Tuple
 
 from .errors import SBPError
 
@@ -53,3 +54,24 @@ def is_sbp(value):
 
 def format_nd(nd_sbp):
     return "(" + ", ".join(map(repr, nd_sbp)) + ")"
+
+
+@dataclass(frozen=True)
+class Signature:
+    """Input SBPs -> output SBPs for one mesh axis, e.g. ``S(0) x B -> S(0)``.
+
+    ``collectives`` names what the op's kernel itself communicates over the axis when it runs with this
+    signature, each moving a tensor the size of its first output: the vocabulary-parallel cross-entropy
+    (``B x S(-1) -> B``) reduces a max and two sums over the split classes, ``("all-reduce", "all-reduce",
+    "all-reduce")``.  The planner charges and reports them like Boxing.  ``temporary_bytes``: a tensor the kernel
+    builds whole for this signature only (the vocabulary-parallel lookup's one-hot ids), charged per device as
+    bytes of Boxing are, so the signature wins only where it saves more than it writes.
+    """
+    inputs: Tuple
+    outputs: Tuple
+    collectives: Tuple = ()
+    temporary_bytes: float = 0.0
+
+    def __repr__(self):
+        inner = f" ({', '.join(self.collectives)} inside)" if self.collectives else ""
+        return " x ".join(map(repr, self.inputs)) + " -> " + ", ".join(map(repr, self.outputs)) + inner

@@ -9,10 +9,10 @@ A view is a plain value.  It is used in three interchangeable ways::
 """
 import re
 
+from . import settings
 from .errors import ConfigError
-
-VIEWS = ("consistent", "mirrored")
-_stack = []
+from .framework import graph
+from .settings import VIEWS, as_view_name  # noqa: F401  (flow.scope's names since OneFlow)
 
 
 class View:
@@ -24,11 +24,11 @@ class View:
         self.name = name
 
     def __enter__(self):
-        _stack.append(self.name)
+        settings.push_view(self.name)
         return self
 
     def __exit__(self, *exc):
-        _stack.pop()
+        settings.pop_view()
 
     def __eq__(self, other):
         return isinstance(other, View) and other.name == self.name
@@ -48,21 +48,6 @@ def mirrored_view():
     return View("mirrored")
 
 
-def as_view_name(view, what="view"):
-    """A View, or its name, -> the name; anything else is an error naming ``what``."""
-    if isinstance(view, View):
-        return view.name
-    if isinstance(view, str) and view in VIEWS:
-        return view
-    raise ConfigError(f"{what}: expected one of {list(VIEWS)} (or flow.scope.<name>_view()), received {view!r}; "
-                      f"use one of those names (FLOWLAYERS_VIEW takes the same)")
-
-
-def scoped_view():
-    """The view of the innermost ``with`` view scope, or None."""
-    return _stack[-1] if _stack else None
-
-
 class placement:  # noqa: N801 - OneFlow's name
     """OneFlow's ``flow.scope.placement(device_tag, machine_device_ids)``: the devices the ops and variables
     built inside run on.  ``device_tag`` is ``"gpu"`` or ``"cpu"``; ``machine_device_ids`` ``"0:0-3"``, ``"0:1"``
@@ -80,10 +65,7 @@ class placement:  # noqa: N801 - OneFlow's name
         self._scope = None
 
     def __enter__(self):
-        from . import config
-        from .framework import graph
-
-        n = config.device_num()
+        n = settings.device_num()
         if self.devices == {(0, d) for d in range(n)}:
             return self
         outside = sorted(d for d in self.devices if d[0] != 0 or d[1] >= n)
@@ -91,10 +73,10 @@ class placement:  # noqa: N801 - OneFlow's name
             raise ConfigError(f"{self.what}: expected devices of machine 0 among the {n} in use (0:0-{n - 1}, "
                               f"flow.config.gpu_device_num({n})), received {['%d:%d' % d for d in outside]}; "
                               f"use devices in that range (several machines: see flowlayers' launcher)")
-        if config.view() != "consistent" or len(config.mesh_shape()) != 1:
+        if settings.view() != "consistent" or len(settings.mesh_shape()) != 1:
             raise ConfigError(f"{self.what}: a placement on some of the {n} devices expected the consistent view "
-                              f"with a one-axis mesh, received the {config.view()} view"
-                              f"{'' if config.view() != 'consistent' else ' with mesh ' + str(config.mesh_shape())}; "
+                              f"with a one-axis mesh, received the {settings.view()} view"
+                              f"{'' if settings.view() != 'consistent' else ' with mesh ' + str(settings.mesh_shape())}; "
                               f"the mirrored view keeps a whole replica on every device: use the consistent view, "
                               f"or '0:0-{n - 1}'")
         self._scope = graph.placement_scope(tuple(sorted(d for _, d in self.devices)))
@@ -132,6 +114,4 @@ def recompute():
 
     A step then holds, per segment, its inputs and outputs instead of every activation inside, for one more
     forward pass of each segment; the results are the same.  Prediction and evaluation are unaffected."""
-    from .framework import graph
-
     return graph.recompute_scope()

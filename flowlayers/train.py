@@ -23,7 +23,7 @@ Unlike ``model.load_weights``, ``load`` takes a checkpoint holding variables
 that no job uses (a training checkpoint loaded by a predict-only program, as
 OneFlow does) and warns naming them.
 """
-from . import job
+from . import job, settings
 from .framework import checkpoint_format as checkpoint
 from .framework.variable import store
 
@@ -58,7 +58,7 @@ class CheckPoint:
         optimizers = self._optimizers()
         variables = dict(store.variables)
         variables.update(checkpoint.slot_variables(optimizers))
-        checkpoint.save(path, variables, checkpoint.state(optimizers))
+        checkpoint.save(path, variables, checkpoint.state(optimizers, settings.seed()))
 
     def load(self, path):
         """Restore every variable and each train job's optimizer state; returns ``{train job name: step}``.

@@ -60,7 +60,7 @@ MNIST_TEST_FILES = ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 def _reset_config():
     """Each test starts with no automatic layer names, no view set, no layout rules, the default mesh and seed 0."""
     flow.clear_session()
-    flow.config._state["view"] = None       # a view set by an earlier test would otherwise hold here
+    flow.settings.set_view(None)            # a view set by an earlier test would otherwise hold here
     flow.config.set_layout_rules({})
     flow.config.set_mesh()
     flow.config.set_seed(0)

@@ -3,31 +3,40 @@ view as a ``shard_map`` over one ``replica`` axis; each step one ``jax.jit`` (fo
 Several processes (``python -m flowlayers.launch``): JAX's multi-controller mode, one mesh over the devices of all
 of them (``devices.join``, ``runtime.py``).
 
-Registered under the entry-point group ``flowlayers.backends``.  Custom ops get their kernels with
+Registered under the entry-point group ``flowlayers.backends``.  Importing this package imports no JAX: its
+capabilities are plain data, and the engine starts with the first runtime.  Custom ops get their kernels with
 ``register_kernel``.
 """
-import jax
+from flowlayers.backend_common import add_kernel, op_names
+from flowlayers.contract import Capabilities
 
-# flowlayers' dtypes include float64 and int64 (argmax, labels, casts): 64-bit types on.  Every array the backend
-# makes names its dtype, so float32 models stay float32.
-jax.config.update("jax_enable_x64", True)
+_custom = {}    # kernels of custom ops (register_kernel), kept apart from the built-in table until it is loaded
 
-from .kernels import register_kernel  # noqa: E402, F401
+
+def register_kernel(op_name, replace=False):
+    """Decorator: ``fn(node, *inputs, ctx)`` lowers the op named ``op_name`` (a custom OpDef) to JAX ops.
+
+        @register_kernel("l2_normalize")
+        def l2_normalize(node, x, ctx):
+            norm2 = jnp.sum(jnp.square(x), axis=-1, keepdims=True)
+            return x * jax.lax.rsqrt(jnp.maximum(norm2, node.attrs["epsilon"]))
+    """
+    return lambda fn: add_kernel(_custom, op_name, fn, replace, builtin=op_names())
 
 
 class Backend:
     name = "jax"
-    #: capabilities, declared rather than discovered
-    views = ("consistent", "mirrored")
-    splits_dim_over_several_axes = True     # a PartitionSpec entry may name several mesh axes
-    processes = True                        # one program over several processes: JAX's multi-controller mode
+    capabilities = Capabilities(
+        engine="jax", views=("consistent", "mirrored"),
+        splits_dim_over_several_axes=True,     # a PartitionSpec entry may name several mesh axes
+        processes=True,                         # JAX's multi-controller mode
+        several_steps=True, takes_rows=True, shows_program=True)
 
     def runtime(self, view, device_num, mesh, cluster=None):
-        from . import devices
-        from .runtime import Runtime
+        from . import devices, runtime   # the engine starts here
 
         devices.join(cluster)       # several processes: JAX's distributed runtime, before JAX starts
-        return Runtime(view, device_num, mesh, cluster)
+        return runtime.Runtime(view, device_num, mesh, cluster)
 
     def join(self, view, device_num, cluster):
         """Several processes: join JAX's distributed runtime now (any view), before user code starts JAX."""
@@ -40,7 +49,7 @@ class Backend:
         """The op kernels by op name (``KERNELS[op](node, *inputs, ctx)``), custom ones included."""
         from .kernels import KERNELS
 
-        return KERNELS
+        return {**KERNELS, **_custom}
 
     def check_device_count(self, n, what):
         """Raise ConfigError naming ``what`` if ``n`` devices cannot be had in this process (see devices.py)."""

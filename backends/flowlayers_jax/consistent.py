@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from flowlayers.contract import micro_batches, step_by_step
+from flowlayers.backend_common import micro_batches, step_by_step
 
 from .executable import (BaseExecutable, host, loss_terms, made_rows, probes, rows_of, stacked_feeds, summed,
                          with_next_row)
@@ -23,7 +23,7 @@ class ConsistentExecutable(BaseExecutable):
         self._bind(handles)
         chunks = micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
         sizes = tuple(len(c[0]) if c and np.ndim(c[0]) else None for c in chunks)
-        update = self._updates_variables(step)
+        update = self.updates_variables(step)
         fn = self._jit((sizes, update), lambda: self._step_of(sizes, update, chunks))
         outs = self._called(self._run(fn, chunks, *self._scalars(lr, step)), step + 1)
         # a sum (a loss or metric total) stays on the devices until the host reads it: the next step goes ahead

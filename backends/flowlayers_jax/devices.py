@@ -17,6 +17,11 @@ import jax
 
 from flowlayers.errors import ConfigError
 
+# flowlayers' dtypes include float64 and int64 (argmax, labels, casts): 64-bit types on, before this backend makes
+# any array (every path to a runtime passes here first).  Every array the backend makes names its dtype, so float32
+# models stay float32.
+jax.config.update("jax_enable_x64", True)
+
 DEFAULT_CPU_DEVICES = 8
 JOIN_SECONDS = 300          # how long a process waits for the coordinator (JAX's own initialization_timeout)
 GPU_PLUGINS = ("jax_cuda13_plugin", "jax_cuda12_plugin", "jax_rocm7_plugin", "jax_rocm60_plugin")

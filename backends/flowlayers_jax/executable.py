@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowlayers.contract import Pending, Rows, functional
+from flowlayers.backend_common import Executable, functional
+from flowlayers.contract import Pending, Rows
 from flowlayers.errors import ConfigError, EngineError, FlowLayersError
 
 # XLA:CPU runs convolutions and pooling inside a loop several times slower than alone (LeNet, 32 steps scanned on
@@ -30,12 +31,12 @@ def in_flight(arrays):
     _in_flight[0] = arrays
 
 
-class BaseExecutable:
+class BaseExecutable(Executable):
     def __init__(self, runtime, program, plan, seed):
-        self.runtime, self.program, self.plan, self.seed = runtime, program, plan, seed
+        super().__init__(runtime, program, plan, seed)
         self._check_placements()
         p = program
-        slot_vars = p.slots()
+        slot_vars = p.slots
         self._trained = [v.path for v in p.trainable]
         self._slots = [s.path for v in p.trainable for s in slot_vars[v.path]]
         self._slot_counts = [len(slot_vars[v.path]) for v in p.trainable]
@@ -46,7 +47,7 @@ class BaseExecutable:
         self._math = functional.FunctionalMath(jnp)
         self._lr = self._next_step = self._next_row = self._running = None
         self._lrs = {}
-        self._modes = program.output_modes + ["numpy"] * len(program.gradients)
+        self._modes = program.returned_modes
         # On several CPU devices a step is dispatched only once the step before (of any program) has ended; the
         # host still prepares it meanwhile.  XLA:CPU runs the devices' programs on one thread pool as large as the
         # cores: with two steps in flight, the devices done with the first can hold every thread waiting in the
@@ -208,9 +209,6 @@ class BaseExecutable:
         the arrays kept on the devices (``steps`` with ``Rows``) than fed them (``gathers_rows``; arrays too large
         to keep there would be gathered on the host instead)."""
         return self._scans and gathers_rows(self.runtime.platform, all(self.runtime.stages(s) for s in sources))
-
-    def _updates_variables(self, step):
-        return self.program.optimizer is None or self.program.optimizer.is_update_step(step)
 
     def _can_scan(self):
         """Whether several steps can run as one scanned step: every output a sum (fit's and evaluate's steps),

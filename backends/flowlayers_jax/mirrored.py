@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from flowlayers.contract import step_by_step
+from flowlayers.backend_common import step_by_step
 from flowlayers.errors import EngineError
 
 from .executable import (BaseExecutable, host, loss_terms, made_rows, probes, rows_of, stacked_feeds, summed,
@@ -37,7 +37,7 @@ class MirroredExecutable(BaseExecutable):
         even = all(r == width for r in rows)
         placed = [_padded(ps, width) for ps in parts]
         counts = None if even else np.asarray(rows, np.int32)
-        update = self._updates_variables(step)
+        update = self.updates_variables(step)
         fn = self._jit((even, update), lambda: self._step_of(even, update, len(placed)))
         outs = self._called(self._run(fn, placed, counts, *self._scalars(lr, step)), step + 1)
         blobs = list(p.outputs) + list(p.gradients)
@@ -115,7 +115,7 @@ class MirroredExecutable(BaseExecutable):
         in_specs = tuple([replicated] * len(g) for g in groups) + ([split] * len(feeds), split if counts is not None
                                                                    else None, replicated, replicated)
         p = self.program
-        modes = p.output_modes + ["numpy"] * len(p.gradients)
+        modes = p.returned_modes
         out_specs = ([replicated if m == "sum" else split for m in modes],) + tuple([replicated] * len(g)
                                                                                   for g in groups[:3])
         body = jax.shard_map(lambda *a: self._replica(update, *a), mesh=self.runtime.mesh, in_specs=in_specs,
@@ -169,7 +169,7 @@ class MirroredExecutable(BaseExecutable):
                     self._sum([jnp.where(active > 0, u, jnp.zeros_like(u)) for u in news])]
         outs = [next(sums) if mode == "sum" else o for o, mode in zip(outs, p.output_modes)]
         outs += [w / total.astype(w.dtype) for w in watched]
-        modes = p.output_modes + ["numpy"] * len(watched)
+        modes = p.returned_modes
         return ([o if m == "sum" else o[None] for o, m in zip(outs, modes)],
                 *self._apply(trained, grads, slots, news, updated, lr, step, update))
 

@@ -3,49 +3,43 @@
 Several processes (``python -m flowlayers.launch``): the consistent view on DTensor multi-client, the mirrored view
 on MultiWorkerMirroredStrategy; a process runs one of them (``devices.join``).
 
-Registered under the entry-point group ``flowlayers.backends``.  Custom ops get their kernels with
+Registered under the entry-point group ``flowlayers.backends``.  Importing this package imports no TensorFlow: its
+capabilities are plain data, and the engine starts with the first runtime.  Custom ops get their kernels with
 ``register_kernel`` (see tutorial 06).
 """
 import os
 
+from flowlayers.backend_common import add_kernel, op_names
+from flowlayers.contract import Capabilities
+
+from .signatures import supports
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")   # before the first TensorFlow import: INFO lines stay quiet
 
-from .kernels import register_kernel  # noqa: E402, F401
+_custom = {}    # kernels of custom ops (register_kernel), kept apart from the built-in table until it is loaded
+
+
+def register_kernel(op_name, replace=False):
+    """Decorator: ``fn(node, *inputs, ctx)`` lowers the op named ``op_name`` (a custom OpDef) to TF ops.
+
+        @register_kernel("l2_normalize")
+        def l2_normalize(node, x, ctx):
+            return tf.math.l2_normalize(x, axis=-1, epsilon=node.attrs["epsilon"])
+    """
+    return lambda fn: add_kernel(_custom, op_name, fn, replace, builtin=op_names())
 
 
 class Backend:
     name = "tensorflow"
-    #: capabilities, declared rather than discovered
-    views = ("consistent", "mirrored")
-    splits_dim_over_several_axes = False    # a DTensor layout gives each tensor dim one mesh axis
-    processes = True                        # one program over several processes: DTensor multi-client, MWMS
+    capabilities = Capabilities(
+        engine="tensorflow", views=("consistent", "mirrored"), supports=supports,
+        splits_dim_over_several_axes=False,    # a DTensor layout gives each tensor dim one mesh axis
+        processes=True)                         # DTensor multi-client, MultiWorkerMirroredStrategy
 
     def runtime(self, view, device_num, mesh, cluster=None):
-        strategy = None
-        if cluster is not None:     # several processes: join TF's distributed runtime for the view, once
-            from . import devices
+        from . import runtime   # the engine starts here
 
-            if device_num % cluster.count:
-                from flowlayers.errors import ConfigError
-
-                raise ConfigError(f"runtime: expected a device count that is a multiple of the {cluster.count} "
-                                  f"processes, received {device_num}")
-            strategy = devices.join(view, cluster, cluster.local(device_num))
-        if view == "consistent" and device_num > 1:
-            from .consistent import ConsistentRuntime
-
-            return ConsistentRuntime(device_num, mesh, cluster)
-        from .mirrored import StrategyRuntime
-
-        return StrategyRuntime(view, device_num, mesh, cluster, strategy)
-
-    @property
-    def supports(self):
-        """``supports(op_name, signature)``: whether DTensor can realise an op's signature; the planner offers
-        only those (consistent view)."""
-        from .consistent import supports
-
-        return supports
+        return runtime.make(view, device_num, mesh, cluster)
 
     def join(self, view, device_num, cluster):
         """Several processes: join TF's distributed runtime now, before user code starts TensorFlow, where the view
@@ -60,7 +54,7 @@ class Backend:
         """The op kernels by op name (``KERNELS[op](node, *inputs, ctx)``), custom ones included."""
         from .kernels import KERNELS
 
-        return KERNELS
+        return {**KERNELS, **_custom}
 
     def check_device_count(self, n, what):
         """Raise ConfigError naming ``what`` if ``n`` devices cannot be had in this process (see devices.py)."""

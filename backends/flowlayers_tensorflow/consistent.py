@@ -33,7 +33,7 @@ import tensorflow as tf
 from tensorflow.experimental import dtensor
 from tensorflow.python.ops.resource_variable_ops import BaseResourceVariable
 
-from flowlayers.contract import micro_batches
+from flowlayers.backend_common import micro_batches
 from flowlayers.errors import ConfigError, FlowLayersError
 from flowlayers.sbp import Split, broadcast, partial_sum
 
@@ -47,21 +47,6 @@ from .variables import SharedConstants, draw
 
 GROUP_SIZE = "DTENSOR_ALLREDUCE_COMBINE_OPTIMIZATION_GROUP_SIZE"   # read each time DTensor compiles a function
 _block_ids = itertools.count()
-
-
-def supports(op_name, sig):
-    """Whether DTensor (TF 2.21) can expand ``sig``: the planner offers only those.
-
-    Its convolution wants a replicated filter and unsplit input channels ("Filter for convolution must have
-    fully replicated layout", "Conv input's channel dimension must be replicated"); its pooling only a
-    replicated or batch-split input ("Only replicated or batch parallel layout is supported").  A kernel
-    split by a layout rule is then gathered before the convolution: stored split, computed whole.
-    """
-    if op_name in ("conv2d", "conv2d_transpose"):
-        return sig.inputs[1] == broadcast and sig.inputs[0] in (Split(0), broadcast, partial_sum)
-    if op_name in ("max_pool2d", "avg_pool2d"):
-        return sig.inputs[0] in (Split(0), broadcast)
-    return True
 
 
 class ConsistentRuntime:
@@ -371,7 +356,7 @@ class ConsistentExecutable(BaseExecutable):
         (the process would be stuck).  So on an error one result goes through an op, which raises the error the
         devices met first and clears them."""
         try:
-            modes = self.program.output_modes + ["numpy"] * len(self.program.gradients)
+            modes = self.program.returned_modes
             return ([self._fetch(o, m) for o, m in zip(outs, modes)],
                     [dtensor.unpack(g) for g in grads], [dtensor.unpack(u) for u in updates])
         except tf.errors.OpError:
@@ -413,7 +398,7 @@ class ConsistentExecutable(BaseExecutable):
         function): for hundreds of tensors (a 200-layer MLP's gradients per device), tf.function's handling of
         nested arguments costs thirty times the flat call (bench/RESULTS_design.md)."""
         args = (grads, updates, tf.constant(lr, tf.float32), tf.constant(step, tf.int64))
-        update = self._updates_variables(step)
+        update = self.updates_variables(step)
         if (batch, update) not in self._updates:
             if self._blocks is None:
                 self._blocks = self.runtime.device_blocks(self._handles)

@@ -4,6 +4,8 @@ whole rules: ``TFMath``).  The forward half is ``step.py``; the views are ``mirr
 """
 import tensorflow as tf
 
+from flowlayers.backend_common import Executable
+
 from . import placements
 
 
@@ -15,6 +17,7 @@ class TFMath:
     minimum = staticmethod(tf.minimum)
     maximum = staticmethod(tf.maximum)
     clip = staticmethod(tf.clip_by_value)
+    whole_rules = frozenset({"sgd", "adam"})     # apply_sgd, apply_adam
 
     def __init__(self):
         self._constants = {}    # one per value and dtype in the traced step, not one per variable
@@ -55,14 +58,14 @@ class TFMath:
                                      epsilon=self.constant(epsilon, dt), grad=tf.cast(grad, dt))
 
 
-class BaseExecutable:
-    """A Program bound to a runtime, with ``plan(batch)`` (consistent view: the front end's Plan for a fed batch
-    size) and the global ``seed`` of dropout; each call is handed its variables' engine handles by path."""
+class BaseExecutable(Executable):
+    """A Program bound to a runtime (``backend_common.Executable``); each call is handed its variables' engine
+    handles by path."""
 
     def __init__(self, runtime, program, plan, seed):
-        self.runtime, self.program, self.plan, self.seed = runtime, program, plan, seed
+        super().__init__(runtime, program, plan, seed)
         self._check_placements()
-        self.slot_vars = program.slots()
+        self.slot_vars = program.slots
         self._slot_paths = [s.path for v in program.trainable for s in self.slot_vars[v.path]]
         self._handles = None
 
@@ -78,10 +81,6 @@ class BaseExecutable:
 
     def _check_placements(self):
         placements.check_mirrored(self.program)
-
-    def _updates_variables(self, step):
-        """Whether step ``step`` applies the rule (False: it only accumulates the gradient)."""
-        return self.program.optimizer is None or self.program.optimizer.is_update_step(step)
 
     def _retrace(self):
         raise NotImplementedError

@@ -318,12 +318,12 @@ class Executable(BaseExecutable):
         try:
             with step_options(cpu=not self.runtime.native_nchw):
                 outs = self._fn(placed, tf.constant(lr, tf.float32), tf.constant(step, tf.int64), active,
-                                self._updates_variables(step))
+                                self.updates_variables(step))
         except FlowLayersError:
             raise
         except tf.errors.OpError as e:
             raise self.runtime.wrap_error(self.program, e) from None
-        modes = self.program.output_modes + ["numpy"] * len(self.program.gradients)
+        modes = self.program.returned_modes
         return [self.runtime.fetch(o, m) for o, m in zip(outs, modes)]
 
     # The traced step ----------------------------------------------------

@@ -64,7 +64,7 @@ import warnings
 
 import numpy as np
 
-from .. import config, dtypes, engine, env
+from .. import dtypes, engine, env
 from ..errors import CheckpointError, describe_shape
 
 MANIFEST = "manifest.json"
@@ -838,10 +838,11 @@ def _takes(dtype, saved):
 # ``optimizers`` maps an owner (a model's optimizer name, or job name/optimizer name) to
 # (optimizer, the variables it trains); a slot's key is "<owner>/<variable path>/<slot name>".
 
-def state(optimizers, position=None):
-    """The manifest's state: each optimizer's kind and step counter, the random state, fit's position."""
+def state(optimizers, seed, position=None):
+    """The manifest's state: each optimizer's kind and step counter, the random state (the global ``seed``; dropout
+    is stateless in seed, op and step), fit's position."""
     out = {"optimizers": {owner: _optimizer_state(opt) for owner, (opt, _) in optimizers.items()},
-           "rng": {"seed": config.seed()}}
+           "rng": {"seed": seed}}
     if position is not None:
         out["position"] = position
     return out

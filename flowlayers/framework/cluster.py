@@ -1,18 +1,13 @@
-"""Cluster: this process's place among the processes of one job, as one immutable value.
+"""Where a launched process stands: the environment the launcher sets, read into a ``contract.Cluster``.
 
 ``python -m flowlayers.launch`` starts the processes and tells each, through the environment, where it stands;
 ``flow.env`` reads it once (``cluster()``) and the Placement hands it down to the backend, which joins its engine's
 own distributed runtime with it.  Without the launcher there is one process and no Cluster (None).
-
-Devices are numbered process by process: with ``count`` processes of ``local`` devices each, global device
-``p * local + d`` is device ``d`` of process ``p``, and a mesh lists its devices in that order (row-major over its
-axes), so the leading mesh axis spans processes first.
 """
 import os
 import struct
-from dataclasses import dataclass
-from typing import Tuple
 
+from ..contract import Cluster
 from ..errors import ConfigError
 
 # what the launcher sets in each process's environment
@@ -25,23 +20,6 @@ HEARTBEAT = "FLOWLAYERS_HEARTBEAT"               # a file where this process rec
 # compiled, each step), the steps begun, 1 if the last stage was a step (0: a program compiled), and the stage count
 # again, so that a record read while it was being written shows two counts
 HEARTBEAT_RECORD = struct.Struct("<qqqq")
-
-
-@dataclass(frozen=True)
-class Cluster:
-    index: int                  # this process, 0 .. count-1
-    count: int                  # processes in the job
-    coordinator: str            # "host:port": where engines with one coordination service meet (jax.distributed)
-    addresses: Tuple[str, ...]  # "host:port" per process: engines with a server per process (TF's gRPC servers)
-    hosts: Tuple[str, ...] = ("127.0.0.1",)
-
-    def local(self, device_num):
-        """The devices of one process, of ``device_num`` in all."""
-        return device_num // self.count
-
-    def owns(self, device, device_num):
-        """Whether global device ``device`` (of ``device_num``) is one of this process's."""
-        return device // self.local(device_num) == self.index
 
 
 def from_environment(environ=None):

@@ -87,6 +87,19 @@ def current_recompute():
     return _top(_recompute_stack)
 
 
+_revision = [0]     # changes whenever a built node is changed (a forced signature): plans made before are stale
+
+
+def revision():
+    return _revision[0]
+
+
+def force_signature(node, per_axis):
+    """Make the planner give ``node`` the signatures ``per_axis`` (one per mesh axis) instead of the cheapest."""
+    node.signature = tuple(per_axis)
+    _revision[0] += 1
+
+
 def apply(op, inputs, attrs=None, name=None, variable=None):
     """Add one node of OpDef ``op`` (``variable``: the Variable a variable op reads); returns its Blob, or a tuple
     for several outputs."""

@@ -8,12 +8,12 @@ value there (``handle_in``), so a model keeps its weights when the view is switc
 import hashlib
 import re
 import weakref
-from dataclasses import dataclass
-from typing import Optional, Tuple
 
 import numpy as np
 
-from ..errors import DTypeError, SBPError, ShapeError, describe_shape
+from .. import distribute, engine
+from ..contract import VariableSpec
+from ..errors import DTypeError, InputError, SBPError, ShapeError, describe_shape
 from ..sbp import Split, broadcast
 from .graph import current_placement
 
@@ -80,8 +80,6 @@ class Variable:
         if self.placement is not None:
             return self._placed_spec(rules)
         if self.distribute is not None and self.distribute.axis is not None:
-            from .. import distribute
-
             what = f"variable {self.path!r} ({self.distribute!r})"
             if not 0 <= self.distribute.axis < len(self.shape):
                 raise SBPError(f"{what}: expected a split axis in [0, {len(self.shape)}) for shape "
@@ -111,6 +109,11 @@ class Variable:
         spec = self.mesh_spec(mesh, rules)
         return tuple(Split(spec.index(a)) if a in spec else broadcast for a in mesh)
 
+    def layout(self, placement):
+        """This variable's nd-SBP on ``placement``'s mesh (consistent view), from its layout; None in the mirrored
+        view, where every replica holds it whole."""
+        return self.nd_sbp(dict(placement.mesh), placement.rules()) if placement.consistent else None
+
     def spec(self, placement, nd_sbp):
         """What a backend is handed to make this variable in ``placement``, laid out as ``nd_sbp``."""
         return VariableSpec(self.path, self.shape, self.dtype, self.trainable, self.initializer.sampler(self.shape),
@@ -120,7 +123,7 @@ class Variable:
     def handle_in(self, runtime, placement):
         """This variable's engine handle in ``runtime``, laid out as ``placement`` says; a value living in another
         runtime or layout (a view switch, new layout rules) moves here, and one living nowhere is drawn."""
-        layout = placement.variable_sbp(self)
+        layout = self.layout(placement)
         home = self._home
         if home is None or home[0] is not runtime or home[1] != layout:
             value = home[0].read(home[2]) if home is not None else None
@@ -141,11 +144,11 @@ class Variable:
         _moves[0] += 1
 
     def _held(self):
-        """(runtime, handle), drawing the value in the placement in force if it lives nowhere yet."""
+        """(runtime, handle), drawing the value in the placement in force if it lives nowhere yet: a Variable read
+        or written by the user (``numpy``, ``assign``) is an entry point, and takes the settings in force as a
+        ``fit`` does."""
         if self._home is None:
-            from .. import config, engine
-
-            placement = config.placement()
+            placement = engine.placement()
             self.handle_in(engine.runtime(placement), placement)
         return self.location
 
@@ -176,6 +179,42 @@ class Variable:
         return f"Variable({self.path!r}, shape={describe_shape(self.shape)}, dtype={self.dtype.name})"
 
 
+def assign_all(variables, values, owner):
+    """Set many variables at once, all-or-nothing: every value is checked before any is written."""
+    values = list(values)
+    if len(values) != len(variables):
+        raise InputError(f"{owner}.set_weights: expected {len(variables)} arrays ({', '.join(v.path for v in variables)}), "
+                         f"received {len(values)}")
+    arrays = []
+    for var, value in zip(variables, values):
+        value = np.asarray(value)
+        if value.shape != var.shape:
+            raise InputError(f"{owner}.set_weights: variable {var.path!r} expected shape {describe_shape(var.shape)}, "
+                             f"received {describe_shape(value.shape)}")
+        arrays.append(value)
+    for var, value in zip(variables, arrays):
+        var.assign(value)
+
+
+def check_rules(placement, variables, others=()):
+    """Every layout rule of ``placement`` must fit each of ``variables`` it matches and match one of them or of
+    ``others`` (live variables of other models: a rule may be meant for another model).  Runs before anything
+    moves."""
+    if not placement.consistent:
+        return
+    mesh, rules = dict(placement.mesh), placement.rules()
+    variables = [v for v in variables if v.layout_of is None]
+    for v in variables:
+        v.mesh_spec(mesh, rules)
+    candidates = variables + [v for v in others if v.layout_of is None]
+    for pattern in rules:
+        if not any(re.search(pattern, v.path) for v in candidates):
+            paths = sorted({v.path for v in variables})
+            raise SBPError(f"layout rule {pattern!r}: expected to match at least one variable, received none "
+                           f"among {paths[:8]}{' ...' if len(paths) > 8 else ''} (rules match variable paths "
+                           f"with re.search); fix the pattern or remove the rule")
+
+
 def check_spec(pattern, spec, var, mesh):
     """A layout rule's spec must fit the variable it matched: one entry per dim, known axes, each used once,
     and (given axis sizes) splits that divide the dim."""
@@ -199,19 +238,6 @@ def check_spec(pattern, spec, var, mesh):
                 raise SBPError(f"{where}: splitting dim {dim} of size {var.shape[dim]} over mesh axis {a!r} of size "
                                f"{mesh[a]} expected a size that divides by {mesh[a]}; choose another dim or axis, "
                                f"or leave this variable replicated")
-
-
-@dataclass(frozen=True)
-class VariableSpec:
-    """A variable as a backend receives it: everything it needs to make, draw and lay out the value."""
-    path: str
-    shape: Tuple
-    dtype: object             # a flowlayers dtype (``.name``, ``.numpy``)
-    trainable: bool
-    sampler: Tuple            # the initializer's (kind, params): "constant", "uniform", "normal", "truncated_normal"
-    seed: Tuple               # two int32 seeds: the same draw in every view, device count and mesh
-    nd_sbp: Optional[Tuple]   # one SBP per mesh axis (consistent view), or None (whole on every replica)
-    devices: Optional[Tuple]  # the device indices of a placement on some devices, or None (all)
 
 
 class VariableStore:

@@ -9,12 +9,14 @@
 """
 import functools
 
-from .. import dtypes
+from .. import dtypes, initializers, regularizers
 from ..errors import FlowLayersError, LayerError, ShapeError, describe_shape
 from ..framework import graph, naming
 from ..framework.blob import Blob
-from ..framework.variable import Variable, store
+from ..framework.variable import Variable, assign_all, store
+from ..inputs import Input
 from ..ops import source
+from ..serialization import check_remakes, object_spec
 
 _build_in_store = []   # non-empty while a job function builds: weights are found by path (OneFlow's get_variable)
 
@@ -59,8 +61,6 @@ class Layer:
     # Weights ------------------------------------------------------------
     def add_weight(self, name, shape, initializer="zeros", dtype=None, trainable=True, regularizer=None):
         """A weight at ``<layer>/<name>``; ``regularizer`` (Keras') adds its penalty to the loss while it trains."""
-        from .. import initializers, regularizers
-
         path = f"{self.name}/{name}"
         dtype = dtypes.as_dtype(dtype or self.dtype)
         init = initializers.get(initializer, f"layer {self.name!r}: {name} initializer")
@@ -76,16 +76,12 @@ class Layer:
     def keep_kernel_and_bias(self, kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer):
         """What a layer with a kernel and a bias (Dense, the convolutions, EinsumDense, attention) keeps of their
         initializers and regularizers; ``kernel_and_bias_config`` gives them back for ``get_config``."""
-        from .. import initializers, regularizers
-
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
         self.kernel_regularizer = regularizers.get(kernel_regularizer, f"layer {self.name!r}: kernel_regularizer")
         self.bias_regularizer = regularizers.get(bias_regularizer, f"layer {self.name!r}: bias_regularizer")
 
     def kernel_and_bias_config(self):
-        from .. import initializers, regularizers
-
         return {"kernel_initializer": initializers.serialize(self.kernel_initializer),
                 "bias_initializer": initializers.serialize(self.bias_initializer),
                 "kernel_regularizer": regularizers.serialize(self.kernel_regularizer),
@@ -111,8 +107,6 @@ class Layer:
         return [w.numpy() for w in self._weights]
 
     def set_weights(self, values):
-        from ..models.weights import assign_all
-
         assign_all(self._weights, values, f"layer {self.name!r}")
 
     # Calling ------------------------------------------------------------
@@ -170,9 +164,13 @@ class Layer:
 
     def compute_output_shape(self, input_shape):
         """Output shape for ``input_shape``, found by building the layer's graph symbolically."""
-        from ..inputs import Input
-
         return self(Input(input_shape[1:], batch_size=input_shape[0])).shape
+
+    def _saved(self, owners, objects):
+        """This layer in a saved model (``models/saving.py``): its class and config, checked to make it again."""
+        spec = object_spec(self, f"layer {self.name!r}")
+        check_remakes(self, spec["config"])
+        return spec
 
     def get_config(self):
         """The constructor's arguments, as JSON values: ``type(layer).from_config(layer.get_config())`` makes the

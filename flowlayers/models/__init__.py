@@ -1,5 +1,6 @@
 from .model import Model
-from .saving import load_model, save_model
+from .loading import load_model
+from .saving import save_model
 from .sequential import Sequential
 
 __all__ = ["Model", "Sequential", "load_model", "save_model"]

@@ -12,19 +12,21 @@ The same model runs in every view; the view in force when ``compile``
 """
 import contextlib
 
-from .. import config, dtypes, losses as losses_mod, metrics as metrics_mod, optimizers as optimizers_mod, regularizers
-from ..errors import GraphError, InputError, ShapeError, describe_shape
+from .. import (dtypes, engine, losses as losses_mod, metrics as metrics_mod, optimizers as optimizers_mod, regularizers,
+               settings)
+from ..errors import GraphError, InputError, LayerError, ShapeError, describe_shape
 from ..framework import checkpoint_format as checkpoint
 from ..framework.blob import Blob
 from ..framework.compiled import Compiled
-from ..framework.graph import Call, apply, layer_scope, placement_scope, record_call, topo_sort, units
-from ..framework.program import Program
+from ..framework.variable import assign_all
+from ..framework.graph import (Call, apply, layer_scope, placement_scope, record_call, topo_sort, unit_inputs,
+                               unit_of, units)
+from ..framework.program import build as build_program
 from ..ops import source
 from ..ops.reduce import reduce_mean
 from ..ops.shape import reshape
 from ..parallel import report
 from . import heads as heads_mod, saving, summary as summary_mod, training
-from .weights import assign_all
 
 
 class Model:
@@ -209,10 +211,35 @@ class Model:
         ``filepath``; ``flow.models.load_model(filepath)`` gives it back in any view (``saving.py``)."""
         saving.save_model(self, filepath, overwrite, zipped, **kwargs)
 
+    def _saved(self, owners, objects):
+        """This model nested in a saved one (``saving.owner``): its kind and its architecture."""
+        return {"class_name": type(self).__name__, "model": self._model_spec(owners, objects)}
+
+    def _model_spec(self, owners, objects):
+        """The architecture ``model.save`` writes: each layer call, op and input in the order they are rebuilt."""
+        if type(self) is not Model:
+            raise LayerError(f"Model {self.name!r}: saving a subclass of Model ({type(self).__name__}) is not "
+                             f"supported; expected a flow.Model built from Inputs or a flow.Sequential (save_weights "
+                             f"saves any model's weights)")
+        entries, position = [], {}
+        for unit in units(self.outputs):
+            position[id(unit)] = len(entries)
+            entries.append(saving.entry(unit, self, owners, objects, position))
+
+        def ref(blob):
+            unit, index = unit_of(blob)
+            return [position[id(unit)], index]
+
+        return {"class_name": "Model", "name": self.name, "entries": entries,
+                "inputs": [ref(x)[0] for x in self.inputs], "outputs": [ref(b) for b in self.outputs],
+                "input_keys": self._input_keys, "output_keys": self._output_keys,
+                "single_output": self._single_output}
+
     def _save_checkpoint(self, filepath, position=None, extra_state=None):
         self._require_built("save_weights")
         variables = self._checkpoint_variables()
-        checkpoint.save(filepath, variables, {**checkpoint.state(self._optimizers(), position), **(extra_state or {})})
+        state = checkpoint.state(self._optimizers(), settings.seed(), position)
+        checkpoint.save(filepath, variables, {**state, **(extra_state or {})})
 
     def load_weights(self, filepath, **kwargs):
         """Weights and, if saved by the same kind of optimizer, its slots and step, resharded to the view in force.
@@ -309,7 +336,7 @@ class Model:
         """The compiled step for ``phase`` on ``placement`` (default: the settings in force), built once per
         placement, per set of trainable weights - freezing a layer takes effect at the next fit, as a compile does
         in Keras - and with or without sample weights."""
-        placement = placement or config.placement()
+        placement = placement or engine.placement()
         key = (phase, placement, tuple(w.trainable for w in self.weights) if phase == "train" else (), weighted)
         if key not in self._programs:
             self._programs[key] = Compiled(self._program(phase, weighted), placement)
@@ -317,7 +344,7 @@ class Model:
 
     def _program(self, phase, weighted=False):
         if phase == "predict":
-            return Program(self.inputs, self.outputs, ["numpy"] * len(self.outputs), "predict",
+            return build_program(self.inputs, self.outputs, ["numpy"] * len(self.outputs), "predict",
                            jit_compile=self._jit_compile, name=f"{self.name}.predict")
         if self.loss is None:
             raise GraphError(f"Model {self.name!r}: {'fit' if phase == 'train' else 'evaluate'} needs a loss; "
@@ -357,7 +384,7 @@ class Model:
                 metric_blobs += [_per_example(m.values(label, out)) for m in h.metrics]
         per_example = regularizers.penalized(per_example)     # Keras: the reported loss includes the penalties
         outputs = [per_example] + head_losses + metric_blobs
-        return Program(self.inputs + labels + ([weight] if weighted else []), outputs, ["sum"] * len(outputs),
+        return build_program(self.inputs + labels + ([weight] if weighted else []), outputs, ["sum"] * len(outputs),
                        phase, loss=per_example if phase == "train" else None,
                        optimizer=self.optimizer if phase == "train" else None, jit_compile=self._jit_compile,
                        name=f"{self.name}.{phase}", micro_batches=self._micro_batches if phase == "train" else 1)
@@ -410,17 +437,25 @@ class Model:
 
     def parallel_plan(self, batch_size=32):
         """What runs where in the view in force: per variable (and optimizer slot) its SBP and the shard each
-        device holds, read back from the engine; every Boxing with its bytes per step (for ``batch_size`` rows).
+        device holds, read back from the engine (computed from the layouts where no engine is installed: the
+        same numbers); every Boxing with its bytes per step (for ``batch_size`` rows).
 
         The training step is planned once the model is compiled with a loss, else the predict step.
         """
         self._require_built("parallel_plan")
-        phase = "train" if self.loss is not None and self.optimizer is not None else "predict"
-        return report.build(self._executable(phase), batch_size)
+        placement = engine.placement()
+        return report.build(self._executable(self._planned_phase, placement=placement), batch_size,
+                            read_back=engine.has_engine(placement.backend))
+
+    @property
+    def _planned_phase(self):
+        """The step ``summary`` and ``parallel_plan`` show: training once compiled with a loss, else predict."""
+        return "train" if self.loss is not None and self.optimizer is not None else "predict"
 
     def summary(self, print_fn=print):
         self._require_built("summary")
-        print_fn(summary_mod.summary(self))
+        placement = engine.placement()
+        print_fn(summary_mod.summary(self, placement, self._executable(self._planned_phase, placement=placement)))
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name!r}>"
@@ -429,8 +464,6 @@ class Model:
 def _keras_order(found):
     """Calls and ops (producers first, as found from the outputs) in Keras' order: by depth, the farthest from the
     outputs first, and as found within one depth (Keras' ``nodes_by_depth``), so weights line up with Keras'."""
-    from ..framework.graph import unit_inputs, unit_of
-
     depth = {id(u): 0 for u in found}
     for unit in reversed(found):                # consumers before their producers
         for x in unit_inputs(unit):

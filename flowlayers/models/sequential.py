@@ -13,6 +13,7 @@ from ..errors import GraphError, LayerError
 from ..framework.blob import Blob
 from ..inputs import Input
 from ..layers.base import Layer
+from . import saving
 from .model import Model
 
 
@@ -38,6 +39,15 @@ class Sequential(Model):
                              f"{type(layer).__name__}")
         if self._input is not None and self._stack:
             self._rebuild()
+
+    def _model_spec(self, owners, objects):
+        """The architecture ``model.save`` writes: the input and the layers in order."""
+        if type(self) is not Sequential:
+            raise LayerError(f"Model {self.name!r}: saving a subclass of Sequential ({type(self).__name__}) is not "
+                             f"supported; expected a flow.Model built from Inputs or a flow.Sequential (save_weights "
+                             f"saves any model's weights)")
+        return {"class_name": "Sequential", "name": self.name, "input": saving.input_spec(self._input),
+                "layers": [saving.owner(layer, owners, objects) for layer in self._stack]}
 
     def _rebuild(self):
         x = self._input

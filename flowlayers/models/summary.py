@@ -1,7 +1,6 @@
 """``model.summary()``: layers, output shapes, SBP, parameter counts in total and per device."""
 import math
 
-from .. import config
 from ..errors import describe_shape
 from ..sbp import format_nd
 
@@ -17,17 +16,11 @@ def _per_device(var, mesh, rules):
     return n
 
 
-def _planned_sbps(model):
-    """Output SBPs as the training step is planned (once compiled with a loss), else the predict step: the plan
-    the engine runs, made once."""
-    phase = "train" if model.loss is not None and model.optimizer is not None else "predict"
-    return model._executable(phase).plan(None).sbp
-
-
-def summary(model):
-    placement = config.placement()
+def summary(model, placement, compiled):
+    """The table of ``model`` on ``placement``; output SBPs from ``compiled``'s plan (the step the engine runs,
+    planned once and without an engine)."""
     mesh, rules = (dict(placement.mesh), placement.rules()) if placement.consistent else (None, {})
-    sbps = _planned_sbps(model) if mesh else {}
+    sbps = compiled.plan(None).sbp if mesh else {}
     rows = [("Layer (type)", "Output shape", "SBP" if mesh else "", "Param #", "Per device")]
     for layer in model.layers:
         out = layer.outputs[0] if hasattr(layer, "outputs") else layer.output     # a nested model: its first

@@ -4,7 +4,7 @@ import warnings
 
 import numpy as np
 
-from .. import callbacks as callbacks_mod, config, engine, losses, metrics as metrics_mod
+from .. import callbacks as callbacks_mod, engine, losses, metrics as metrics_mod, settings
 from ..contract import Rows
 from ..errors import CheckpointError, InputError, describe_shape
 from ..inputs import check_range, index_ranges
@@ -224,9 +224,8 @@ class _Stepper:
 
     def __call__(self, batch):
         compiled = self._for(batch)
-        takes_rows = getattr(compiled.executable, "takes_rows", None)
         sources = getattr(batch, "sources", None)
-        if sources is not None and takes_rows is not None and takes_rows(da.rows_of(batch), sources):
+        if sources is not None and compiled.takes_rows(da.rows_of(batch), sources):
             # rows of whole training arrays, to an engine that keeps them on its devices: the step gathers its rows
             # there, and the host sends their numbers instead of the rows
             return self.many([batch])
@@ -276,7 +275,7 @@ def _fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, 
         raise InputError(f"{what}: epochs expected a non-negative int, received {epochs!r}")
     checked_steps(steps_per_epoch, what, "steps_per_epoch")
     # settings taken once: one changed during fit reaches the next fit
-    placement, finite = config.placement(), not config.nonfinite_inputs_allowed()
+    placement, finite = engine.placement(), not settings.nonfinite_inputs_allowed()
     prepared = _prepare(model, x, y, what, finite=finite)
     if prepared is None:
         for name, value in (("sample_weight", sample_weight), ("class_weight", class_weight),
@@ -411,7 +410,7 @@ def evaluate(model, x, y, sample_weight=None, batch_size=None, verbose=0, callba
     with alone(model, "evaluate"):
         what = f"Model {model.name!r}.evaluate"
         batch_size = _batch_size(batch_size, what)
-        placement, finite = config.placement(), not config.nonfinite_inputs_allowed()
+        placement, finite = engine.placement(), not settings.nonfinite_inputs_allowed()
         source = _evaluation_source(model, x, y, sample_weight, batch_size, steps, what, finite)
         cbs = _callback_list(model, callbacks, 0 if verbose == "auto" else verbose,
                              {"verbose": verbose, "steps": steps})
@@ -463,14 +462,14 @@ def _on_batch(model, x, y, return_dict, train, sample_weight, class_weight, what
     if da.is_stream(x):
         raise InputError(f"{what}: expected arrays for one batch, received a {type(x).__name__}; use fit/evaluate "
                          f"for those")
-    xs, ys = _prepare(model, x, y, what, finite=not config.nonfinite_inputs_allowed())
+    xs, ys = _prepare(model, x, y, what, finite=not settings.nonfinite_inputs_allowed())
     weights = sample_weights(ys, sample_weight, class_weight, what)
     if train:
         model._optimizers()
         model.stop_training = False
     metrics = _metrics(model)
     batch = tuple(xs) + tuple(ys) + (() if weights is None else (weights,))
-    logs = _run_batches(model, _Stepper(model, "train" if train else "eval", config.placement()), [batch], metrics,
+    logs = _run_batches(model, _Stepper(model, "train" if train else "eval", engine.placement()), [batch], metrics,
                         callbacks_mod.CallbackList([], model, {}), "train" if train else "test", train=train)
     if return_dict:
         return logs
@@ -492,7 +491,7 @@ def predict(model, x, batch_size, verbose, callbacks, steps=None):
 
 def _predict(model, x, batch_size, steps, what):
     batch_size = _batch_size(batch_size, what)
-    finite = not config.nonfinite_inputs_allowed()
+    finite = not settings.nonfinite_inputs_allowed()
     prepared = _prepare(model, x, None, what, with_labels=False, finite=finite)
     source = da.adapter(x, what, steps_per_epoch=steps) if prepared is None else \
         da.adapter(x, what, batch_size, arrays=prepared[0])

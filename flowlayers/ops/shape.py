@@ -5,6 +5,7 @@ from .. import sbp as sbp_mod
 from ..errors import SBPError, ShapeError, describe_shape
 from ..framework.graph import apply
 from ..framework.op_def import OpDef, Signature
+from ..parallel.propagate import check_nd
 from ..sbp import Split as S, broadcast as B, partial_sum as P
 
 
@@ -146,11 +147,10 @@ SBP_CONSTRAINT = OpDef("sbp_constraint", lambda inputs, attrs: [(inputs[0].shape
                        lambda inputs, attrs: [Signature((attrs["sbp"][0],), (attrs["sbp"][0],))], kind="constraint")
 
 
-def sbp_constraint(x, nd_sbp):
-    """Identity on values; pins ``x`` to ``nd_sbp`` so Boxing converts to it (``Blob.with_sbp``)."""
-    from ..parallel.propagate import check_nd, mesh_axes
-
-    axes = mesh_axes()
+def sbp_constraint(x, nd_sbp, axes, several_axes=False, backend="the backend"):
+    """Identity on values; pins ``x`` to ``nd_sbp`` so Boxing converts to it (``Blob.with_sbp``).  ``axes``: the
+    mesh ``[(name, size), ...]`` it is built for (None: the mirrored view, which has no SBP); ``several_axes``:
+    whether ``backend`` can split one tensor dim over several of them."""
     what = f"Blob {x.name!r}.with_sbp"
     if axes is None:
         raise SBPError(f"{what}(...): SBP constraints exist in the consistent view only; the view in force is "
@@ -167,11 +167,7 @@ def sbp_constraint(x, nd_sbp):
             raise SBPError(f"{what}: {s!r} on mesh axis {axis_name!r} of size {n} expected a dim whose size divides "
                            f"by {n}, received dim {s.axis} of size {x.shape[s.axis]} in shape "
                            f"{describe_shape(x.shape)}; split a dim that divides, or broadcast on that axis")
-    from .. import config
-    from ..framework.compiled import capabilities
-
-    several = capabilities(config.placement())[1]
-    check_nd(nd_sbp, x.shape, what, several)
+    check_nd(nd_sbp, x.shape, what, several_axes, backend)
     for dim in {s.axis for s in nd_sbp if isinstance(s, S)}:
         n = math.prod(size for s, (_, size) in zip(nd_sbp, axes) if s == S(dim))
         if x.shape[dim] is not None and x.shape[dim] % n:

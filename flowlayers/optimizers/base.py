@@ -152,9 +152,10 @@ class Optimizer:
     def update(self, xp, var, grad, slots, lr, step):
         """Write the new value of ``var`` (and its ``slots``) with ``xp.assign``; ``step`` counts from 1.
 
-        ``xp`` may offer an engine kernel for a whole rule, named ``apply_<rule>``, that computes exactly the
-        rule's arithmetic in one op per variable (an update written out is five to fifteen ops per variable, and
-        on DTensor each costs tracing and SPMD expansion).  Rules use it when ``xp`` has it:
+        ``xp`` may offer an engine kernel for a whole rule, named ``apply_<rule>`` and listed in ``xp.whole_rules``,
+        that computes exactly the rule's arithmetic in one op per variable (an update written out is five to
+        fifteen ops per variable, and on DTensor each costs tracing and SPMD expansion).  Rules use it when ``xp``
+        lists it:
 
         - ``xp.apply_sgd(var, grad, m, lr, momentum, nesterov)``, ``m`` None without momentum;
         - ``xp.apply_adam(var, m, v, grad, lr, step, beta_1, beta_2, epsilon)``.
@@ -181,16 +182,3 @@ def slot_variable(optimizer, var, slot):
     slot_var = Variable(f"{optimizer.name}/{var.path}/{slot}", var.shape, var.dtype, Zeros(), trainable=False)
     slot_var.layout_of = var          # a slot is laid out like the variable it serves
     return slot_var
-
-
-def get(identifier):
-    """An Optimizer from an instance or a Keras name ('sgd', 'adam', 'adamw', 'rmsprop')."""
-    from . import rules
-
-    if isinstance(identifier, Optimizer):
-        return identifier
-    names = {"sgd": rules.SGD, "adam": rules.Adam, "adamw": rules.AdamW, "rmsprop": rules.RMSprop}
-    if isinstance(identifier, str) and identifier.lower() in names:
-        return names[identifier.lower()]()
-    raise ConfigError(f"optimizer: expected a flow.optimizers.* instance or one of {sorted(names)}, received "
-                      f"{identifier!r}")

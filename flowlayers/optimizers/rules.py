@@ -4,7 +4,8 @@ Before a rule, ``Optimizer.apply_gradient`` clips the gradient and applies Keras
 ``weight_decay`` is set: ``v -= v * weight_decay * lr`` (``Optimizer.decay``).
 
 A namespace may also offer its engine's kernel for a whole rule, the same arithmetic as one op per variable
-(``xp.apply_sgd``, ``xp.apply_adam``; see ``Optimizer.update``); a rule takes it when offered.
+(``xp.apply_sgd``, ``xp.apply_adam``, named in ``xp.whole_rules``; see ``Optimizer.update``); a rule takes it when
+offered.
 """
 from ..errors import ConfigError
 from .base import Optimizer
@@ -21,7 +22,7 @@ class SGD(Optimizer):
         self.slot_names = ("momentum",) if momentum else ()
 
     def update(self, xp, var, grad, slots, lr, step):
-        if hasattr(xp, "apply_sgd"):
+        if "sgd" in xp.whole_rules:
             xp.apply_sgd(var, grad, slots[0] if slots else None, lr, self.momentum, self.nesterov)
             return
         if not self.momentum:
@@ -45,7 +46,7 @@ class Adam(Optimizer):
 
     def update(self, xp, var, grad, slots, lr, step):
         m, v = slots
-        if hasattr(xp, "apply_adam"):
+        if "adam" in xp.whole_rules:
             xp.apply_adam(var, m, v, grad, lr, step, self.beta_1, self.beta_2, self.epsilon)
             return
         lr_t = lr * (1.0 - self.beta_2 ** step) ** 0.5 / (1.0 - self.beta_1 ** step)

@@ -1,5 +1,6 @@
 """The planner: SBP propagation, Boxing and its cost.  Pure Python, no engine."""
 from ..errors import SBPError
+from ..framework import graph
 from ..framework.blob import Blob
 from .presets import attention_rules, vocab_rules, zero_rules
 
@@ -16,5 +17,5 @@ def force_signature(blob, *per_axis):
     models normally say what they want with layout rules and ``Blob.with_sbp``."""
     if not isinstance(blob, Blob) or blob.node.op.is_source:
         raise SBPError(f"force_signature: expected a Blob produced by an op, received {blob!r}")
-    blob.node.signature = tuple(per_axis)
+    graph.force_signature(blob.node, per_axis)
     return blob

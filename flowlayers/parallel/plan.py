@@ -8,51 +8,34 @@ consumer's signature wants, a Boxing is recorded with the collective it
 needs and its bytes per step; the backward pass is planned by the
 transposition rules below, so a step's gradient all-reduces are listed too.
 """
-from dataclasses import dataclass
-from typing import Tuple
-
-from ..framework.op_def import Signature
-from ..sbp import Split, broadcast, partial_sum
+from ..contract import Boxing, Plan
+from ..sbp import Signature, Split, broadcast, partial_sum
 from . import boxing, propagate
 
 
-@dataclass(frozen=True)
-class Boxing:
-    """One conversion of a Blob between nd-SBPs, and what it costs each step."""
-    producer: str            # the op (or variable path) whose output is converted
-    consumer: str            # the op that needs it converted (or "<path> (optimizer)" for a gradient)
-    src: Tuple
-    dst: Tuple
-    collectives: Tuple       # ((mesh axis, collective), ...), e.g. (("model", "all-reduce"),)
-    bytes_per_step: float    # estimated bytes sent per device
-    phase: str = "forward"   # forward | backward
-
-    def __repr__(self):
-        kinds = ", ".join(f"{k} over {a!r}" for a, k in self.collectives)
-        return (f"Boxing({self.producer} -> {self.consumer}: ({', '.join(map(repr, self.src))}) -> "
-                f"({', '.join(map(repr, self.dst))}), {kinds}, {self.bytes_per_step:,.0f} B, {self.phase})")
+def program_plan(program, placement, capabilities, batch=None):
+    """The Plan of ``program`` on ``placement``'s mesh for ``batch`` fed rows (None: the placeholders' own batch
+    dims), offering the signatures ``capabilities`` (the backend's) can realise: a pure function of its arguments,
+    which needs no engine."""
+    return plan(program.nodes, placement.axes, batch, program.loss, program.trainable, sources(placement),
+                capabilities.supports, several_axes=capabilities.splits_dim_over_several_axes)
 
 
-class Plan:
-    """What the planner decided: ``sbp[blob]``, ``signatures[node]``, ``wanted[(node, i)]``, ``boxing``."""
-
-    def __init__(self, axes):
-        self.axes = list(axes)
-        self.sbp, self.signatures, self.wanted, self.boxing = {}, {}, {}, []
-
-    def input_sbp(self, node, i):
-        """The nd-SBP input ``i`` of ``node`` is boxed to before the op runs."""
-        return self.wanted.get((node, i), self.sbp[node.inputs[i]])
-
-
-def sources(variable_sbp):
-    """``source_sbp(node, axes, batch)`` for ``plan``: a variable's nd-SBP from ``variable_sbp(var)`` (its layout
-    on the placement planned for), a placeholder's from ``placeholder_sbp``."""
+def sources(placement):
+    """``source_sbp(node, axes, batch)`` for ``plan``: in the consistent view a variable's nd-SBP is its layout on
+    ``placement``, a placeholder's is ``placeholder_sbp``; the mirrored view is planned as its replicas run."""
     def source_sbp(node, axes, batch=None):
         if node.op.kind == "variable":
-            return variable_sbp(node.variable)
+            return node.variable.layout(placement)
         return placeholder_sbp(node, axes, batch)
-    return source_sbp
+    return source_sbp if placement.consistent else _replicas
+
+
+def _replicas(node, axes, batch=None):
+    """The mirrored view as a plan sees it: every replica holds whole variables; the batch is split over them."""
+    if node.op.kind == "variable":
+        return (broadcast,)
+    return (Split(0),) if node.outputs[0].shape else (broadcast,)
 
 
 def placeholder_sbp(node, axes, batch=None):
@@ -110,7 +93,7 @@ def cost(p):
 
 
 def _plan(nodes, axes, batch, loss, trainable, source_sbp, supports, rounds, several_axes, whole_partials=False):
-    p = Plan(axes)
+    p = Plan(list(axes))
 
     def fed(shape):   # an unknown (None) dim is the batch: plan with the size actually fed
         return tuple(batch if d is None else d for d in shape)

@@ -18,6 +18,7 @@ their splits.
 """
 import re
 
+from .. import settings
 from ..errors import SBPError
 
 
@@ -61,9 +62,7 @@ def zero_rules(model, axis="data", rules=None):
     dim of a size that divides; a weight with none stays whole.  ``rules`` (e.g. tensor parallelism's): each
     weight keeps the spec of the first of them that matches it, with ``axis`` added on a further dim, so that
     ``set_layout_rules(zero_rules(model, rules=tp))`` shards over both axes."""
-    from .. import config
-
-    mesh = config.mesh_shape()
+    mesh = settings.mesh_shape()
     if axis not in mesh:
         raise SBPError(f"flow.parallel.zero_rules: axis expected one of the mesh axes {list(mesh)}, received {axis!r}; "
                        f"call flow.config.set_mesh(...) first")

@@ -4,7 +4,6 @@ Used by the planner (``plan.py``), whose one plan ``blob.sbp`` reads.
 Axes are decided one after another; a tensor dim split over one mesh axis
 is not split again over another (DTensor gives each tensor dim one mesh axis).
 """
-from .. import config
 from ..errors import SBPError, describe_shape
 from ..framework.op_def import Signature
 from ..sbp import Split, broadcast, format_nd, partial_sum
@@ -13,13 +12,6 @@ from . import boxing
 LATENCY_BYTES = 4096.0   # what starting one collective costs, in bytes: fewer collectives win ties
 UNSPLIT_BATCH = 1e15     # charged for gathering the batch on the "data" axis: every later op would compute it all
 RESPLIT_WEIGHT = 1e15    # charged for moving a weight's split to another dim (all-to-all) each step
-
-
-def mesh_axes():
-    """``[(name, size), ...]`` of the consistent view's mesh, or None in the mirrored view."""
-    if config.view() != "consistent":
-        return None
-    return list(config.mesh_shape().items())
 
 
 def _divides(sbp, shape, n):
@@ -170,8 +162,8 @@ def input_sbps(sigs, n_inputs):
     return [tuple(sig.inputs[k] for sig in sigs) for k in range(n_inputs)]
 
 
-def check_nd(nd_sbp, shape, what, several_axes=False):
-    """An nd-SBP may split each tensor dim over at most one mesh axis, unless the backend can split one over
+def check_nd(nd_sbp, shape, what, several_axes=False, backend="the backend"):
+    """An nd-SBP may split each tensor dim over at most one mesh axis, unless ``backend`` can split one over
     several (DTensor gives each dim one mesh axis)."""
     dims = [s.axis for s in nd_sbp if isinstance(s, Split)]
     if several_axes:
@@ -180,5 +172,5 @@ def check_nd(nd_sbp, shape, what, several_axes=False):
         twice = next(d for d in dims if dims.count(d) > 1)
         raise SBPError(f"{what}: expected each tensor dim split over at most one mesh axis, received "
                        f"{format_nd(nd_sbp)}, which splits dim {twice} of shape {describe_shape(shape)} over two "
-                       f"axes, which backend {config.backend_name()!r} cannot; split another dim on one of them, or "
+                       f"axes, which backend {backend!r} cannot; split another dim on one of them, or "
                        f"broadcast there")

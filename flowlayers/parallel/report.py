@@ -1,5 +1,6 @@
 """``model.parallel_plan()``: what runs where — per variable its layout and the shard each device
-really holds (read back from the engine), and every Boxing with its bytes per step.
+holds (read back from the engine where it is installed, else computed from the layout: the same numbers), and every
+Boxing with its bytes per step.
 
     plan = model.parallel_plan()
     plan.variables["dense/kernel"].shard_shape      # (784, 64) on a model=2 mesh
@@ -14,7 +15,7 @@ from typing import Tuple
 import numpy as np
 
 from ..errors import ConfigError, InputError, describe_shape
-from ..sbp import broadcast, format_nd
+from ..sbp import Split, broadcast, format_nd
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class ParallelPlan:
         if compiled is None:
             raise ConfigError("compiled_program(): this ParallelPlan was not made by parallel_plan(), so it names no "
                               "compiled step; expected model.parallel_plan() or a job function's")
-        if not hasattr(compiled.executable, "compiled_text"):
+        if not compiled.capabilities.shows_program:
             raise ConfigError(f"parallel_plan().compiled_program(): the {compiled.placement.backend!r} backend does "
                               f"not show the program its engine compiles; expected a backend whose steps have "
                               f"compiled_text (jax); see its own tools for dumping programs")
@@ -114,17 +115,34 @@ def _zeros(blob, batch, program):
     return np.zeros(shape, blob.dtype.numpy)
 
 
-def build(compiled, batch):
+def build(compiled, batch, read_back=True):
     """The ParallelPlan of a Compiled program for ``batch`` fed rows: its plan, and per variable (and optimizer
-    slot) the shards its engine holds."""
-    runtime, placement = compiled.runtime, compiled.placement
-    handles = compiled.handles()          # materialised in the runtime: the shards are read back
+    slot) the shards each device holds: read back from its engine (``read_back``), else computed from the
+    variable's layout on the placement, without an engine."""
+    placement = compiled.placement
+    handles = compiled.handles() if read_back else None      # materialised in the runtime: the shards are read back
     placements = {}
     for var in compiled.variables:
-        shards = tuple(tuple(s) for s in runtime.shard_shapes(handles[var.path]))
+        nd = var.layout(placement) if placement.consistent else (broadcast,)
+        if read_back:
+            shards = tuple(tuple(s) for s in compiled.runtime.shard_shapes(handles[var.path]))
+            holders = tuple(compiled.runtime.holders(handles[var.path]))
+        else:
+            holders = tuple(var.placement) if var.placement is not None else tuple(range(placement.device_num))
+            shards = (shard_shape(var.shape, nd, placement.axes if placement.consistent else [("replica", 1)]),) \
+                * len(holders)
         itemsize = var.dtype.numpy.itemsize
         largest = max(shards, key=math.prod)
-        nd = placement.variable_sbp(var) if placement.consistent else (broadcast,)
         placements[var.path] = VariablePlacement(var.shape, nd, largest, shards, math.prod(largest) * itemsize,
-                                                 itemsize, tuple(runtime.holders(handles[var.path])))
+                                                 itemsize, holders)
     return ParallelPlan(placement.view, placement.axes, batch, placements, compiled.plan(batch).boxing, compiled)
+
+
+def shard_shape(shape, nd_sbp, axes):
+    """The block of a tensor of ``shape`` laid out as ``nd_sbp`` over mesh ``axes`` that one device holds (layouts
+    split only dims that divide)."""
+    block = list(shape)
+    for sbp, (_, n) in zip(nd_sbp, axes):
+        if isinstance(sbp, Split):
+            block[sbp.axis] //= n
+    return tuple(block)

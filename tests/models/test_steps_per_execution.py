@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import flowlayers as flow
-from flowlayers import contract
+from flowlayers import backend_common, contract
+from flowlayers.framework.compiled import Compiled
 from places import consistent
 
 RNG = np.random.default_rng(3)
@@ -128,7 +129,7 @@ def test_rows_of_a_whole_array_run_step_by_step_where_an_engine_has_no_scan():
     step = model._executable("train")
     index = np.arange(64).reshape(2, 32)[:, ::-1]
     feeds = [contract.Rows(X, index), contract.Rows(Y.astype(np.int32), index)]
-    stacked = contract.step_by_step(step.executable, feeds, step.handles(), [0.1, 0.1], 1)
+    stacked = backend_common.step_by_step(step.executable, feeds, step.handles(), [0.1, 0.1], 1)
     by_steps = model.get_weights()
     model.set_weights(start)
     for k in range(2):
@@ -154,8 +155,8 @@ def test_a_group_of_fit_batches_reaches_the_engine_as_a_run_through_the_epochs_o
     """``Rows.start``: a group's rows are ``order[start:start + index.size]`` (no order: the rows in their order),
     which an engine may rebuild on its devices from ``start``; the groups of an epoch follow each other."""
     handed = []
-    run_steps = contract.run_steps
-    monkeypatch.setattr(contract, "run_steps", lambda ex, feeds, *a: handed.append(feeds) or run_steps(ex, feeds, *a))
+    run_steps = Compiled.run_steps
+    monkeypatch.setattr(Compiled, "run_steps", lambda step, feeds, *a: handed.append(feeds) or run_steps(step, feeds, *a))
     train(2, epochs=2, shuffle=shuffle)      # 150 rows of batches of 32: groups of 2, 2, then 22 rows alone
     assert len(handed) == 4
     for k, feeds in enumerate(handed):

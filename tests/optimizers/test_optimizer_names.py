@@ -10,17 +10,17 @@ from flowlayers.optimizers import base
 @pytest.mark.parametrize("name, cls", [("sgd", flow.optimizers.SGD), ("Adam", flow.optimizers.Adam),
                                        ("ADAMW", flow.optimizers.AdamW), ("rmsprop", flow.optimizers.RMSprop)])
 def test_optimizers_by_name(name, cls):
-    rule = base.get(name)
+    rule = flow.optimizers.get(name)
     assert type(rule) is cls and rule.iterations == 0
     same = cls(0.5)
-    assert base.get(same) is same
+    assert flow.optimizers.get(same) is same
 
 
 @pytest.mark.parametrize("identifier", ["adagrad", "", 3, None])
 def test_other_optimizer_names_are_named(identifier):
     with pytest.raises(flow.ConfigError, match=rf"optimizer: expected a flow.optimizers.\* instance or one of "
                                                rf"\['adam', 'adamw', 'rmsprop', 'sgd'\], received {identifier!r}"):
-        base.get(identifier)
+        flow.optimizers.get(identifier)
 
 
 def test_slots_are_zero_non_trainable_variables_laid_out_like_theirs():

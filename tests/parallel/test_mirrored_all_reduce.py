@@ -18,7 +18,7 @@ def test_every_device_gets_the_sum(n, how):
     assert 256 * 300 * 4 >= PACK_BYTES > 5 * 4
     flow.config.set_view("mirrored")
     flow.config.gpu_device_num(n)
-    runtime = engine.runtime()
+    runtime = engine.runtime(engine.placement())
     rng = np.random.default_rng(n)
     values = [[rng.standard_normal(s).astype(np.float32) for s in SHAPES] + [rng.standard_normal(7)]
               for _ in range(n)]

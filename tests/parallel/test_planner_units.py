@@ -153,7 +153,7 @@ def test_a_dim_is_split_over_several_mesh_axes_only_where_the_backend_can():
     placement = flow.config.placement()
 
     def plan(several, batch=None):
-        return planner.plan(topo_sort([y]), placement.axes, batch, None, (), planner.sources(placement.variable_sbp),
+        return planner.plan(topo_sort([y]), placement.axes, batch, None, (), planner.sources(placement),
                             several_axes=several)
 
     with pytest.raises(flow.SBPError, match="forced signature"):
@@ -162,7 +162,7 @@ def test_a_dim_is_split_over_several_mesh_axes_only_where_the_backend_can():
     with pytest.raises(flow.SBPError, match="forced signature"):
         plan(True, batch=6)                    # 6 rows do not split over 2 x 2 devices
     # the backend in force: a Blob constrained to the batch over both axes
-    several = bool(getattr(flow.engine.backend(), "splits_dim_over_several_axes", False))   # optional (contract)
+    several = flow.engine.capabilities().splits_dim_over_several_axes
     if flow.config.backend_name() == "tensorflow":
         assert not several
     if not several:

@@ -38,7 +38,6 @@ import pytest
 import flowlayers as flow
 from flowlayers import ops
 from flowlayers.errors import SBPError
-from flowlayers.framework.compiled import capabilities
 from flowlayers.framework.op_def import Signature
 from flowlayers.framework.variable import store
 from flowlayers.ops.source import placeholder
@@ -57,10 +56,9 @@ def _ints(hi):
 
 
 def declared_supports():
-    """What the planner asks of the running backend (``compiled.capabilities``): its ``supports(op_name,
-    signature)`` (TF's DTensor: not every signature), or None where it realises every one (JAX: any
-    ``NamedSharding``)."""
-    return capabilities(flow.config.placement())[0]
+    """What the planner asks of the running backend (its ``Capabilities``): its ``supports(op_name, signature)``
+    (TF's DTensor: not every signature), or None where it realises every one (JAX: any ``NamedSharding``)."""
+    return flow.engine.capabilities().supports
 
 
 def supports(op_name, sig):
@@ -160,7 +158,7 @@ def _probe(name, nd_sbp=None, case=None):
     xs = [placeholder(shape, flow.int32 if callable(kind) else flow.float32, f"probe{i}")
           for i, (shape, kind) in enumerate(specs)]
     if name == CONSTRAINT:
-        axes = propagate.mesh_axes()
+        axes = list(flow.config.mesh_shape().items()) if flow.config.view() == "consistent" else None
         return fn(*xs, nd_sbp or (axes and (broadcast,) * len(axes)))
     return fn(*xs)
 

@@ -54,7 +54,7 @@ def mlp(nd_sbp=None, hidden=32, mistake=None):
 
 def splits_dim_over_several_axes():
     """The backend's declared capability (optional in the contract: absent is False)."""
-    return bool(getattr(flow.engine.backend(), "splits_dim_over_several_axes", False))
+    return flow.engine.capabilities().splits_dim_over_several_axes
 
 
 def fit(model):

@@ -160,7 +160,7 @@ def test_oneflow_machine_and_ports_are_checked_against_the_launch(monkeypatch):
 
 def test_device_counts_are_per_process_and_the_mesh_spans_all(monkeypatch):
     monkeypatch.setitem(flow.env._state, "cluster", cluster.from_environment(environment(1, 2)))
-    monkeypatch.setitem(flow.config._state, "device_num", None)
+    monkeypatch.setitem(flow.settings._state, "device_num", None)
     # this process is not one of a launched job: counting only, no joining of an engine's runtime (test_processes)
     monkeypatch.setattr(flow.engine, "join_processes", lambda view: None)
     assert flow.config.device_num() == 2                       # one device per process by default

@@ -1,0 +1,84 @@
+"""What every backend needs and would otherwise write again: the front end's own meanings, written once.
+
+A backend imports from flowlayers only ``contract`` (the types it is handed), ``errors``, ``sbp`` and this module:
+the kernel table helpers, the ops it must cover, running several steps one by one, splitting a batch into
+micro-batches, and optimizer rules for engines without in-place update (``functional``).
+"""
+import numpy as np
+
+from . import ops
+from .contract import Rows, read_all
+from .errors import ConfigError
+from .optimizers import functional  # noqa: F401  (re-exported: optimizer rules for functional engines)
+
+__all__ = ["Executable", "add_kernel", "op_names", "check_backend", "step_by_step", "micro_batches", "functional"]
+
+
+class Executable:
+    """What every backend's executables share: a Program bound to a runtime, with ``plan(batch)`` (consistent view:
+    the front end's Plan for a fed batch size) and the global ``seed`` dropout draws with; and the answers of the
+    optional members (``contract.Executable``) for a backend whose ``Capabilities`` do not claim them."""
+
+    def __init__(self, runtime, program, plan, seed):
+        self.runtime, self.program, self.plan, self.seed = runtime, program, plan, seed
+
+    def updates_variables(self, step):
+        """Whether step ``step`` applies the optimizer's rule (False: it only accumulates the gradient)."""
+        return self.program.optimizer is None or self.program.optimizer.is_update_step(step)
+
+    def steps(self, feeds, handles, lrs, first_step):
+        return step_by_step(self, feeds, handles, lrs, first_step)
+
+    def takes_rows(self, rows, sources):
+        return False
+
+    def compiled_text(self, feeds, handles, lr=0.0, step=1):
+        raise ConfigError(f"step {self.program.name!r}: this backend does not show the program its engine compiles "
+                          f"(its capabilities say shows_program=False); expected a backend that does (jax)")
+
+
+def add_kernel(table, op_name, fn, replace=False, builtin=()):
+    """Put ``fn`` into a backend's kernel ``table`` as the kernel of ``op_name`` (a backend's ``register_kernel``);
+    a name that has another kernel there, or is one of the ``builtin`` ops, is refused unless ``replace``."""
+    if not replace and (op_name in builtin or (op_name in table and table[op_name] is not fn)):
+        held = "a built-in op's" if op_name not in table else \
+            f"{table[op_name].__module__}.{table[op_name].__qualname__}"
+        raise ConfigError(f"register_kernel({op_name!r}): expected a new op name, received one that already has a "
+                          f"kernel ({held}); name the op differently, or pass replace=True to override it")
+    table[op_name] = fn
+    return fn
+
+
+def op_names():
+    """The names of every op the front end builds (``flowlayers/ops``): what a backend's kernel table covers,
+    besides custom ops registered by users."""
+    return sorted(name for name, op in ops.by_name().items() if op.kind in ("compute", "constant", "constraint"))
+
+
+def check_backend(backend, kernels=None):
+    """What any backend must show without running a model: the protocol's members, views the front end knows, and a
+    kernel for every front-end op in ``kernels`` (default: its own table).  Returns a list of what is missing."""
+    missing = [f"Backend.{m}" for m in ("name", "capabilities", "kernels", "runtime", "check_device_count", "join")
+               if not hasattr(backend, m)]
+    views = backend.capabilities.views if hasattr(backend, "capabilities") else ()
+    missing += [f"view {v!r}" for v in views if v not in ("consistent", "mirrored")]
+    kernels = getattr(backend, "kernels", {}) if kernels is None else kernels
+    return missing + [f"kernel {name!r}" for name in op_names() if name not in kernels]
+
+
+def step_by_step(executable, feeds, handles, lrs, first_step):
+    """Several steps as one call of ``executable`` per step (``Executable.steps``' meaning, for an executable
+    without it, or one falling back): per input a ``Rows`` or an array stacked over the steps; returns per output
+    the values of every step stacked."""
+    stacked = [f.gather() if isinstance(f, Rows) else f for f in feeds]
+    per_step = [executable([f[k] for f in stacked], handles, lr, first_step + k) for k, lr in enumerate(lrs)]
+    return [np.stack(read_all(values)) for values in zip(*per_step)]
+
+
+def micro_batches(feeds, n):
+    """Host feeds -> ``n`` lists of feeds, each a run of consecutive rows (sizes differ by one at most); a batch of
+    fewer rows runs as one micro-batch per row (the sum of the gradients is the same)."""
+    if n == 1 or not feeds or not np.ndim(feeds[0]):
+        return [list(feeds)]
+    n = min(n, len(feeds[0]))
+    return [list(chunk) for chunk in zip(*[np.array_split(np.asarray(f), n) for f in feeds])]
