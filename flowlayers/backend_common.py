@@ -4,6 +4,8 @@ A backend imports from flowlayers only ``contract`` (the types it is handed), ``
 the kernel table helpers, the ops it must cover, running several steps one by one, splitting a batch into
 micro-batches, and optimizer rules for engines without in-place update (``functional``).
 """
+import hashlib
+
 import numpy as np
 
 from . import ops
@@ -11,7 +13,8 @@ from .contract import Rows, read_all
 from .errors import ConfigError
 from .optimizers import functional  # noqa: F401  (re-exported: optimizer rules for functional engines)
 
-__all__ = ["Executable", "add_kernel", "op_names", "check_backend", "step_by_step", "micro_batches", "functional"]
+__all__ = ["Executable", "CustomKernels", "add_kernel", "op_names", "check_backend", "step_by_step", "micro_batches",
+           "micro_batch_bounds", "replica_rows", "op_seed", "reshaped", "device_count_error", "functional"]
 
 
 class Executable:
@@ -49,6 +52,17 @@ def add_kernel(table, op_name, fn, replace=False, builtin=()):
     return fn
 
 
+class CustomKernels(dict):
+    """The kernels of custom ops a user registers with a backend (its ``register_kernel``), kept apart from its
+    built-in table, which imports the engine and is loaded only when a step is lowered: the table a backend lowers
+    with looks here first (``collections.ChainMap(custom, built_in)``)."""
+
+    def register(self, op_name, replace=False):
+        """Decorator: ``fn(node, *inputs, ctx)`` becomes the kernel of the op named ``op_name``; a name that has a
+        kernel (a built-in op's, or one registered before) is refused unless ``replace``."""
+        return lambda fn: add_kernel(self, op_name, fn, replace, builtin=op_names())
+
+
 def op_names():
     """The names of every op the front end builds (``flowlayers/ops``): what a backend's kernel table covers,
     besides custom ops registered by users."""
@@ -73,6 +87,52 @@ def step_by_step(executable, feeds, handles, lrs, first_step):
     stacked = [f.gather() if isinstance(f, Rows) else f for f in feeds]
     per_step = [executable([f[k] for f in stacked], handles, lr, first_step + k) for k, lr in enumerate(lrs)]
     return [np.stack(read_all(values)) for values in zip(*per_step)]
+
+
+def micro_batch_bounds(rows, n):
+    """Where ``n`` micro-batches of ``rows`` rows (a number, or an engine's scalar) start and end: runs of
+    consecutive rows whose sizes differ by one at most (some empty where there are fewer rows than ``n``)."""
+    return [rows * k // n for k in range(n + 1)]
+
+
+def replica_rows(feed, n):
+    """A host batch's rows for each of ``n`` replicas, in order (the first ones get one more where ``n`` does not
+    divide the batch): what the mirrored view feeds each device."""
+    return np.array_split(np.asarray(feed), n) if n > 1 else [np.asarray(feed)]
+
+
+def op_seed(seed, op_name, op_seed=None):
+    """The 30-bit seed of one random op (dropout) from the global ``seed``, the op's name and its own seed: with
+    the step and the replica, all its draw depends on, so reruns repeat it in every view."""
+    digest = hashlib.sha256(f"{seed}:{op_name}:{op_seed}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x3FFFFFFF
+
+
+def reshaped(node):
+    """The shape a ``reshape`` node's kernel gives its input: where the batch dim is carried through, ``-1`` there,
+    so the rows fed (a replica's share, or a smaller last batch) stay what they were; else the shape asked for."""
+    out, given = node.outputs[0].shape, node.inputs[0].shape
+    if out and given and out[0] == given[0] and None not in out[1:]:
+        return (-1,) + tuple(out[1:])
+    return tuple(-1 if d is None else d for d in node.attrs["shape"])
+
+
+def device_count_error(what, n, have, platform, engine, started_by_flowlayers):
+    """The error for ``n`` devices asked of a process that can give ``have`` (``platform``: "cpu" or an
+    accelerator's name; ``engine``: "TensorFlow" or "JAX", which cannot add CPU devices once started, by us or by
+    code that ran first)."""
+    if platform != "cpu":
+        why, fix = f"this host has {have} {platform.upper()} device(s)", f"use at most {have}"
+    elif started_by_flowlayers:
+        why = (f"this process started {engine} with {have} CPU device(s), and {engine} cannot add devices after it "
+               f"starts")
+        fix = (f"use at most {have}, or in a new process set FLOWLAYERS_CPU_DEVICES={n} (or call "
+               f"flow.config.gpu_device_num({n})) before the first model runs")
+    else:
+        why = (f"{engine} was started by code that ran before flowlayers could configure devices, with {have} CPU "
+               f"device(s), and it cannot add devices after it starts")
+        fix = f"call flow.config.gpu_device_num({n}) before any {engine} code runs, or use at most {have}"
+    return ConfigError(f"{what}: expected at most {have} devices, received {n}: {why}; {fix}")
 
 
 def micro_batches(feeds, n):

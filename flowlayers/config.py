@@ -47,9 +47,10 @@ def set_view(view):
 def set_mesh(**axes):
     """Named mesh axes for the consistent view, e.g. ``set_mesh(data=2, model=2)``; ``set_mesh()`` resets."""
     what = f"flow.config.set_mesh({settings.describe_mesh(axes)})"
-    per_process = settings.check_mesh(axes, what)
+    per_process = settings.mesh_devices_per_process(axes, what)
     if per_process:
         engine.check_device_count(per_process, what)
+    settings.check_mesh_fits_count(axes, what)
     settings.set_mesh(axes)
 
 

@@ -65,21 +65,26 @@ def device_num():
     return product(_state["mesh"]) if _state["mesh"] else env.process_count()
 
 
-def check_mesh(axes, what):
-    """A mesh ``{axis: size}`` that fits the processes and the count set; its per-process device count."""
+def mesh_devices_per_process(axes, what):
+    """The devices each process gives a mesh ``{axis: size}`` (None for the default mesh), sizes checked."""
     for name, size in axes.items():
         positive_int(size, f"flow.config.set_mesh({name}=...)")
     processes = env.process_count()
     if axes and product(axes) % processes:
         raise ConfigError(f"{what}: expected a mesh whose device count is a multiple of the {processes} processes "
                           f"of this job (each holds as many of its devices), received {product(axes)} device(s)")
+    return product(axes) // processes if axes else None
+
+
+def check_mesh_fits_count(axes, what):
+    """A mesh must fit the device count set before it (OneFlow's order: the count, then the mesh)."""
+    processes = env.process_count()
     count = _state["device_num"] and device_num()
     if axes and count and product(axes) != count:
         raise ConfigError(f"{what}: expected the product of the axis sizes to equal the device count {count} "
                           f"already set (flow.config.gpu_device_num({_state['device_num']})"
                           f"{f' in each of {processes} processes' if processes > 1 else ''}), received a mesh of "
                           f"{product(axes)} device(s); set a mesh of {count} devices, or the device count first")
-    return product(axes) // processes if axes else None
 
 
 def set_mesh(axes):

@@ -7,10 +7,10 @@ Registered under the entry-point group ``flowlayers.backends``.  Importing this 
 capabilities are plain data, and the engine starts with the first runtime.  Custom ops get their kernels with
 ``register_kernel``.
 """
-from flowlayers.backend_common import add_kernel, op_names
+from flowlayers.backend_common import CustomKernels
 from flowlayers.contract import Capabilities
 
-_custom = {}    # kernels of custom ops (register_kernel), kept apart from the built-in table until it is loaded
+CUSTOM_KERNELS = CustomKernels()    # register_kernel's; the built-in table is loaded with the engine
 
 
 def register_kernel(op_name, replace=False):
@@ -21,7 +21,7 @@ def register_kernel(op_name, replace=False):
             norm2 = jnp.sum(jnp.square(x), axis=-1, keepdims=True)
             return x * jax.lax.rsqrt(jnp.maximum(norm2, node.attrs["epsilon"]))
     """
-    return lambda fn: add_kernel(_custom, op_name, fn, replace, builtin=op_names())
+    return CUSTOM_KERNELS.register(op_name, replace)
 
 
 class Backend:
@@ -49,7 +49,7 @@ class Backend:
         """The op kernels by op name (``KERNELS[op](node, *inputs, ctx)``), custom ones included."""
         from .kernels import KERNELS
 
-        return {**KERNELS, **_custom}
+        return KERNELS
 
     def check_device_count(self, n, what):
         """Raise ConfigError naming ``what`` if ``n`` devices cannot be had in this process (see devices.py)."""

@@ -15,6 +15,7 @@ import time
 
 import jax
 
+from flowlayers.backend_common import device_count_error
 from flowlayers.errors import ConfigError
 
 # flowlayers' dtypes include float64 and int64 (argmax, labels, casts): 64-bit types on, before this backend makes
@@ -116,17 +117,5 @@ def check(n, what, start=False):
     else:
         platform = "cpu"    # known without starting JAX
     have = jax.local_device_count() if platform != "cpu" else _cpu["count"]
-    if n <= have:
-        return
-    if platform != "cpu":
-        why, fix = f"this host has {have} {platform.upper()} device(s)", f"use at most {have}"
-    elif _cpu["by"] == "flowlayers":
-        why = (f"this process started JAX with {have} CPU device(s), and JAX cannot add devices after it "
-               f"starts")
-        fix = (f"use at most {have}, or in a new process set FLOWLAYERS_CPU_DEVICES={n} (or call "
-               f"flow.config.gpu_device_num({n})) before the first model runs")
-    else:
-        why = (f"JAX was started by code that ran before flowlayers could configure devices, with {have} CPU "
-               f"device(s), and it cannot add devices after it starts")
-        fix = f"call flow.config.gpu_device_num({n}) before any JAX code runs, or use at most {have}"
-    raise ConfigError(f"{what}: expected at most {have} devices, received {n}: {why}; {fix}")
+    if n > have:
+        raise device_count_error(what, n, have, platform, "JAX", _cpu["by"] == "flowlayers")

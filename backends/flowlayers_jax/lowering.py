@@ -3,11 +3,10 @@
 Python runs here only while JAX traces.  A kernel that fails names its layer and op (an ``EngineError``), as on the
 tensorflow backend.
 """
-import hashlib
-
 import jax
 import jax.numpy as jnp
 
+from flowlayers import backend_common
 from flowlayers.errors import EngineError, FlowLayersError
 from flowlayers.sbp import Split, broadcast, partial_sum
 
@@ -57,8 +56,7 @@ class Context:
     def random_uniform(self, shape, op_name, op_seed=None):
         """Uniform [0, 1) values that depend on (seed, op, step, replica) only: reruns repeat them.  (JAX's
         threefry is partitionable: a sharded draw holds the numbers of the whole one.)"""
-        digest = hashlib.sha256(f"{self.seed}:{op_name}:{op_seed}".encode()).digest()
-        key = jax.random.key(int.from_bytes(digest[:4], "little") & 0x3FFFFFFF)
+        key = jax.random.key(backend_common.op_seed(self.seed, op_name, op_seed))
         key = jax.random.fold_in(jax.random.fold_in(key, self.replica), self.step)
         return jax.random.uniform(key, tuple(shape), jnp.float32)
 

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from flowlayers.backend_common import step_by_step
+from flowlayers.backend_common import micro_batch_bounds, replica_rows, step_by_step
 from flowlayers.errors import EngineError
 
 from .executable import (BaseExecutable, host, loss_terms, made_rows, probes, rows_of, stacked_feeds, summed,
@@ -31,7 +31,7 @@ class MirroredExecutable(BaseExecutable):
         p, n = self.program, self.runtime.num_replicas
         self._bind(handles)
         kinds = [x.node.attrs["kind"] for x in p.inputs]
-        parts = [f if kind == "list" else np.array_split(np.asarray(f), n) for f, kind in zip(feeds, kinds)]
+        parts = [f if kind == "list" else replica_rows(f, n) for f, kind in zip(feeds, kinds)]
         rows = [len(part) if np.ndim(part) else 0 for part in parts[0]] if parts else [0] * n
         width = max(rows) if rows else 0
         even = all(r == width for r in rows)
@@ -210,6 +210,5 @@ def _micro_batches(feeds, mask, n):
     """A replica's feeds -> ``n`` (feeds, mask) pairs, each a run of consecutive rows."""
     if n == 1 or not feeds:
         return [(list(feeds), mask)]
-    width = feeds[0].shape[0]
-    bounds = [width * k // n for k in range(n + 1)]
+    bounds = micro_batch_bounds(feeds[0].shape[0], n)
     return [([f[a:b] for f in feeds], None if mask is None else mask[a:b]) for a, b in zip(bounds, bounds[1:])]

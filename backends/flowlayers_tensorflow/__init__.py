@@ -9,14 +9,14 @@ capabilities are plain data, and the engine starts with the first runtime.  Cust
 """
 import os
 
-from flowlayers.backend_common import add_kernel, op_names
+from flowlayers.backend_common import CustomKernels
 from flowlayers.contract import Capabilities
 
 from .signatures import supports
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")   # before the first TensorFlow import: INFO lines stay quiet
 
-_custom = {}    # kernels of custom ops (register_kernel), kept apart from the built-in table until it is loaded
+CUSTOM_KERNELS = CustomKernels()    # register_kernel's; the built-in table is loaded with the engine
 
 
 def register_kernel(op_name, replace=False):
@@ -26,7 +26,7 @@ def register_kernel(op_name, replace=False):
         def l2_normalize(node, x, ctx):
             return tf.math.l2_normalize(x, axis=-1, epsilon=node.attrs["epsilon"])
     """
-    return lambda fn: add_kernel(_custom, op_name, fn, replace, builtin=op_names())
+    return CUSTOM_KERNELS.register(op_name, replace)
 
 
 class Backend:
@@ -54,7 +54,7 @@ class Backend:
         """The op kernels by op name (``KERNELS[op](node, *inputs, ctx)``), custom ones included."""
         from .kernels import KERNELS
 
-        return {**KERNELS, **_custom}
+        return KERNELS
 
     def check_device_count(self, n, what):
         """Raise ConfigError naming ``what`` if ``n`` devices cannot be had in this process (see devices.py)."""

@@ -24,6 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
 
+from flowlayers.backend_common import device_count_error  # noqa: E402
 from flowlayers.errors import ConfigError  # noqa: E402
 
 DEFAULT_CPU_DEVICES = 8
@@ -137,20 +138,8 @@ def check(n, what):
     if not gpus and _cpu["count"] is None:
         _reserve_cpu(max(n, int(os.environ.get("FLOWLAYERS_CPU_DEVICES", "") or DEFAULT_CPU_DEVICES)))
     have = len(gpus) or _cpu["count"]
-    if n <= have:
-        return
-    if gpus:
-        why, fix = f"this host has {have} GPU(s)", f"use at most {have}"
-    elif _cpu["by"] == "flowlayers":
-        why = (f"this process started TensorFlow with {have} logical CPU device(s), and TensorFlow cannot add "
-               f"logical devices after it starts")
-        fix = (f"use at most {have}, or in a new process set FLOWLAYERS_CPU_DEVICES={n} (or call "
-               f"flow.config.gpu_device_num({n})) before the first model runs")
-    else:
-        why = (f"TensorFlow was started by code that ran before flowlayers could configure devices, with {have} "
-               f"logical CPU device(s), and it cannot add logical devices after it starts")
-        fix = f"call flow.config.gpu_device_num({n}) before any TensorFlow code runs, or use at most {have}"
-    raise ConfigError(f"{what}: expected at most {have} devices, received {n}: {why}; {fix}")
+    if n > have:
+        raise device_count_error(what, n, have, "gpu" if gpus else "cpu", "TensorFlow", _cpu["by"] == "flowlayers")
 
 
 def is_gpu(device):

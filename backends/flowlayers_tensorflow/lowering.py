@@ -4,11 +4,11 @@ Python runs here only while TF traces; each node's ops are named after the
 layer or op that made it, so engine errors point back to the user's model.
 """
 import contextlib
-import hashlib
 import re
 
 import tensorflow as tf
 
+from flowlayers import backend_common
 from flowlayers.errors import EngineError, FlowLayersError
 from flowlayers.sbp import Split
 
@@ -28,8 +28,7 @@ class LoweringContext:
 
     def random_uniform(self, shape, op_name, op_seed=None):
         """Uniform [0, 1) values that depend on (seed, op, step, replica) only: reruns repeat them."""
-        digest = hashlib.sha256(f"{self.seed}:{op_name}:{op_seed}".encode()).digest()
-        base = int.from_bytes(digest[:4], "little") & 0x3FFFFFFF
+        base = backend_common.op_seed(self.seed, op_name, op_seed)
         seed = tf.stack([tf.constant(base, tf.int64) + tf.cast(self.replica_id, tf.int64) * 1_000_003,
                          tf.cast(self.step, tf.int64)])
         return tf.random.stateless_uniform(shape, seed)

@@ -17,6 +17,7 @@ import itertools
 import numpy as np
 import tensorflow as tf
 
+from flowlayers.backend_common import micro_batch_bounds, replica_rows
 from flowlayers.errors import ConfigError, FlowLayersError
 
 from . import devices
@@ -107,7 +108,7 @@ class StrategyRuntime:
         if kind == "list":
             parts = feed
         else:
-            parts = np.array_split(feed, self.num_replicas) if self.num_replicas > 1 else [feed]
+            parts = replica_rows(feed, self.num_replicas)
         if self.cluster and len(parts) != self.num_replicas:
             raise ConfigError(f"list input: expected one array per device of every process ({self.num_replicas}), "
                               f"received {len(parts)}")
@@ -385,8 +386,7 @@ def _micro_batches(feeds, n):
     replica with fewer rows than ``n`` runs some empty ones)."""
     if n == 1 or not feeds:
         return [list(feeds)]
-    rows = tf.shape(feeds[0])[0]
-    bounds = [rows * k // n for k in range(n + 1)]
+    bounds = micro_batch_bounds(tf.shape(feeds[0])[0], n)
     return [[f[bounds[k]:bounds[k + 1]] for f in feeds] for k in range(n)]
 
 

@@ -1,7 +1,11 @@
 """Every front-end op lowered to JAX ops, by name: ``KERNELS[op](node, *inputs, ctx)``."""
+import collections
+
+from .. import CUSTOM_KERNELS
 from . import conv, einsum, elementwise, embedding, matmul, nn, norm, reduce, shape
 
-# one file per op family of the front end (flowlayers/ops/<family>.py)
-KERNELS = {**elementwise.KERNELS, **matmul.KERNELS, **einsum.KERNELS, **conv.KERNELS, **shape.KERNELS,
-           **embedding.KERNELS, **reduce.KERNELS, **nn.KERNELS, **norm.KERNELS}
+# one file per op family of the front end (flowlayers/ops/<family>.py); custom ops' kernels first (they may replace one)
+KERNELS = collections.ChainMap(CUSTOM_KERNELS, {
+    **elementwise.KERNELS, **matmul.KERNELS, **einsum.KERNELS, **conv.KERNELS, **shape.KERNELS, **embedding.KERNELS,
+    **reduce.KERNELS, **nn.KERNELS, **norm.KERNELS})
 

@@ -1,13 +1,11 @@
 """reshape, transpose, concat, pad, SBP constraints (identity on values): ``flowlayers/ops/shape.py``."""
 import tensorflow as tf
 
+from flowlayers.backend_common import reshaped
+
 
 def reshape(node, x, ctx):
-    out, in_shape = node.outputs[0].shape, node.inputs[0].shape
-    if out and in_shape and out[0] == in_shape[0] and None not in out[1:]:
-        # the batch dim is carried: keep it as fed (a replica's rows, or a smaller last batch)
-        return tf.reshape(x, (-1,) + out[1:])
-    return tf.reshape(x, [-1 if d is None else d for d in node.attrs["shape"]])
+    return tf.reshape(x, reshaped(node))
 
 
 def transpose(node, x, ctx):
