@@ -6,11 +6,13 @@ layer or op that made it, so engine errors point back to the user's model.
 import contextlib
 import re
 
+import numpy as np
 import tensorflow as tf
+from tensorflow.experimental import dtensor
 
 from flowlayers import backend_common
 from flowlayers.errors import EngineError, FlowLayersError
-from flowlayers.sbp import Split
+from flowlayers.sbp import Split, broadcast, partial_sum
 
 from .kernels import KERNELS
 from .recompute import recomputed
@@ -187,3 +189,125 @@ def _reason(message):
     said = [line.strip() for line in lines if line.strip() and not line[0].isspace()
             and not line.startswith(("Graph execution error", "Detected at node", "[["))]
     return said[-1] if said else message.strip()
+
+
+def _moved(tensor, runtime, source, target):
+    """``tensor`` (on mesh ``source``) whole on each device of mesh ``target``: gathered where it is, then copied
+    (``dtensor.copy_to_mesh``, inside a step function; its gradient copies back).  That copy is a Relayout across
+    meshes, and DTensor (TF 2.21) cannot place the gradient where it meets an op with no other input on
+    ``source``: a Dense layer without activation just before another placement failed to compile ("'tf.BiasAddGrad'
+    op CopyToMeshOp must be used to send data across mesh"; with DTensor's own CopyToMesh op, its CopyToMeshGrad
+    fails so).  So the tensor is first multiplied by ones made from it (an op, not a constant): the gradient meets
+    that product, whose other input is on ``source``, first."""
+    rank = tensor.shape.rank
+    if tensor.dtype.is_floating:
+        tensor = tensor * tf.raw_ops.OnesLike(x=tensor)
+    whole = dtensor.relayout(tensor, runtime.replicated(rank, source))
+    return dtensor.copy_to_mesh(whole, runtime.replicated(rank, target))
+
+
+
+class DTensorContext(LoweringContext):
+    """Realises the plan: each op's inputs are boxed to its signature's layouts, its outputs pinned to theirs.
+
+    Partial sums have no DTensor layout: a P in the plan is left to DTensor's own SPMD expansion.
+    """
+
+    no_avg_pool_grad = True    # DTensor has no layout rule for AvgPoolGrad: kernels pool another way
+
+    def __init__(self, phase, step, seed, runtime, plan):
+        super().__init__(phase, step, seed, runtime.native_nchw)
+        self.runtime, self.plan = runtime, plan
+        self.mesh = runtime.mesh        # the mesh of the kernel being lowered: its placement's
+        self.placement = None           # and that placement
+        self._arrived = set()           # ids of Blobs already moved to the placement of the nodes being lowered
+        self._copies = {}               # (id(tensor), placement) -> (tensor, its copy there): one copy per crossing
+
+    @contextlib.contextmanager
+    def kernel_scope(self, node):
+        """A node of a placement on some devices makes its tensors on that placement's mesh."""
+        if node.placement is None:
+            yield
+            return
+        self.mesh, self.placement = self.runtime.mesh_for(node.placement), node.placement
+        try:
+            with dtensor.default_mesh(self.mesh):
+                yield
+        finally:
+            self.mesh, self.placement = self.runtime.mesh, None
+
+    def constant(self, value, dtype):
+        return dtensor.copy_to_mesh(tf.constant(value, dtype), self.runtime.replicated(np.ndim(value), self.mesh))
+
+    def random_uniform(self, shape, op_name, op_seed=None):
+        """Drawn whole on every device, then sliced where consumed: the draw of one device, on every mesh.  Left to
+        DTensor, a sharded draw differs between the replicas of one shard (a 2x2 mesh's dropout masks did), and
+        variables that should stay replicated drift apart, silently."""
+        step = self.step
+        if self.placement is not None:      # the step counter lives on all devices: its copy on these
+            self.step = self._copy(None, step, self.placement)
+        try:
+            draw = super().random_uniform(shape, op_name, op_seed)
+        finally:
+            self.step = step
+        return dtensor.relayout(draw, self.runtime.replicated(draw.shape.rank, self.mesh))
+
+    def input_sbp(self, node, i):
+        return self.plan.input_sbp(node, i)
+
+    def lay_out(self, tensor, nd_sbp):
+        return self._relayout(tensor, nd_sbp, tensor.shape.rank)
+
+    def _relayout(self, tensor, nd, rank):
+        return dtensor.relayout(tensor, self.runtime.layout(nd, rank))
+
+    def pin(self, blob, tensor):
+        nd = self.plan.sbp.get(blob)
+        if nd is None or partial_sum in nd or blob.node.placement is not None or self._kept(blob, nd):
+            return tensor
+        return self._relayout(tensor, nd, blob.ndim)
+
+    def _kept(self, blob, nd):
+        """DTensor keeps an operand's layout through an op whose other operands are replicated (relu, bias add,
+        a square matmul by a replicated kernel): an output shaped like the first input and planned as that input
+        was boxed, the others boxed to broadcast, has its layout already.  Pinning it anyway costs a Relayout
+        and its gradient's RelayoutLike, each traced and expanded (1,200 ops in a 200-layer MLP)."""
+        node = blob.node
+        if node is None or not node.inputs or blob.shape != node.inputs[0].shape:
+            return False
+        boxed = [self.plan.wanted.get((node, i), self.plan.sbp.get(x)) for i, x in enumerate(node.inputs)]
+        return boxed[0] == nd and all(b is not None and all(s == broadcast for s in b) for b in boxed[1:])
+
+    def arrive(self, blob, tensor, placement):
+        if blob.node.placement == placement:
+            return tensor
+        return self._copy(blob.node.placement, tensor, placement)
+
+    def _copy(self, source, tensor, placement):
+        """``tensor`` (on ``source``'s devices) on ``placement``'s, copied once however many ops there read it."""
+        key = (id(tensor), placement)
+        if key not in self._copies:
+            rt = self.runtime
+            self._copies[key] = (tensor, _moved(tensor, rt, rt.mesh_for(source), rt.mesh_for(placement)))
+        return self._copies[key][1]
+
+    @contextlib.contextmanager
+    def arrived(self, blobs):
+        before, self._arrived = self._arrived, {id(b) for b in blobs}
+        try:
+            yield
+        finally:
+            self._arrived = before
+
+    def box(self, node, i, tensor):
+        x, want = node.inputs[i], self.plan.wanted.get((node, i))
+        if x.node.placement != node.placement:          # from one placement's devices to another's
+            moved = tensor if id(x) in self._arrived else self._copy(x.node.placement, tensor, node.placement)
+            if node.placement is None and want is not None and partial_sum not in want and \
+                    any(s != broadcast for s in want):
+                moved = self._relayout(moved, want, x.ndim)
+            return moved
+        if want is None or partial_sum in want or (want == self.plan.sbp[x] and partial_sum not in want):
+            return tensor
+        return self._relayout(tensor, want, x.ndim)
+

@@ -183,8 +183,8 @@ def assign_all(variables, values, owner):
     """Set many variables at once, all-or-nothing: every value is checked before any is written."""
     values = list(values)
     if len(values) != len(variables):
-        raise InputError(f"{owner}.set_weights: expected {len(variables)} arrays ({', '.join(v.path for v in variables)}), "
-                         f"received {len(values)}")
+        raise InputError(f"{owner}.set_weights: expected {len(variables)} arrays "
+                         f"({', '.join(v.path for v in variables)}), received {len(values)}")
     arrays = []
     for var, value in zip(variables, values):
         value = np.asarray(value)

@@ -12,8 +12,8 @@ The same model runs in every view; the view in force when ``compile``
 """
 import contextlib
 
-from .. import (dtypes, engine, losses as losses_mod, metrics as metrics_mod, optimizers as optimizers_mod, regularizers,
-               settings)
+from .. import dtypes, engine, losses as losses_mod, metrics as metrics_mod, optimizers as optimizers_mod
+from .. import regularizers, settings
 from ..errors import GraphError, InputError, LayerError, ShapeError, describe_shape
 from ..framework import checkpoint_format as checkpoint
 from ..framework.blob import Blob

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 import flowlayers as flow
 from flowlayers import engine
-from flowlayers_tensorflow.mirrored import PACK_BYTES
+from flowlayers_tensorflow.collectives import PACK_BYTES
 
 SHAPES = [(), (3,), (2, 5), (4, 1, 3), (256, 300)]     # the last is past PACK_BYTES: reduced alone
 

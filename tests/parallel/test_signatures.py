@@ -367,7 +367,7 @@ def test_partial_sum_inputs_are_planned_as_partial_sums(mesh_name):
 
 # DTensor draws a stateless random op shard by shard: on a 2x2 mesh the replicas of one shard drew different masks,
 # and replicated variables drifted apart with no error.  The consistent view now draws whole and slices
-# (consistent.py _DTensorContext.random_uniform); the 2x2 mesh below is the case that caught it.
+# (lowering.py DTensorContext.random_uniform); the 2x2 mesh below is the case that caught it.
 DROPOUT_MESHES = ["2", "2x2"]
 
 

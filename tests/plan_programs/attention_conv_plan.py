@@ -15,6 +15,7 @@ import flowlayers as flow  # noqa: E402
 
 
 def build():
+    flow.config.gpu_device_num(4)
     flow.config.set_mesh(data=2, model=2)
     flow.config.set_layout_rules({**flow.parallel.attention_rules(),
                                   r"^hidden/kernel$": (None, "model"), r"^hidden/bias$": ("model",)})
