@@ -1,6 +1,7 @@
 """A plan without an engine: where only numpy and flowlayers are installed, a model is built, printed, summarised and
-planned (``tests/plan_programs/attention_conv_plan.py``, run with TensorFlow, JAX and Keras unimportable), and
-every figure equals the plan made here, with the engine installed and the shards read back from it."""
+planned (``tests/plan_programs/attention_conv_plan.py``), and every figure equals the plan made here, with the engine
+installed and the shards read back from it.  ``$FLOWLAYERS_BARE_PYTHON`` names the interpreter of such an
+environment (``.ci/run`` makes one); without it the program runs here with TensorFlow, JAX and Keras unimportable."""
 import json
 import os
 import subprocess
@@ -23,8 +24,10 @@ def _load_program():
 @pytest.mark.slow
 def test_a_model_is_built_printed_summarised_and_planned_without_an_engine_and_the_figures_match(tmp_path):
     out = tmp_path / "plan.json"
-    run = subprocess.run([sys.executable, str(PROGRAM), str(out), "--hide-engines"], capture_output=True,
-                         text=True, timeout=300, env={**os.environ, "FLOWLAYERS_BACKEND": flow.config.backend_name()})
+    bare = os.environ.get("FLOWLAYERS_BARE_PYTHON")
+    command = [bare, str(PROGRAM), str(out)] if bare else [sys.executable, str(PROGRAM), str(out), "--hide-engines"]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "FLOWLAYERS_BACKEND": flow.config.backend_name()})
     assert run.returncode == 0, run.stdout + run.stderr
     without = json.loads(out.read_text())
     assert without["engines_loaded"] == []
