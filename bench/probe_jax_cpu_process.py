@@ -52,7 +52,7 @@ def flow_first(b, x, y):
     model = b.keras_style(flow, "lenet")
     model.compile(flow.optimizers.SGD(b.LR, momentum=b.MOMENTUM),
                   flow.losses.SparseCategoricalCrossentropy(from_logits=True))
-    compiled = model._executable("train")
+    compiled = model.trainer.step("train")
     compiled.run([x[:100], y[:100]], model.optimizer)      # builds the jitted step
     ex = compiled.executable
     (fn,) = [f for key, f in ex._fns.items() if key[0] != "steps"]

@@ -127,14 +127,14 @@ def flow_model():
 
 
 def flow_call_runner(m, X, Y):
-    compiled = m._executable("train")
+    compiled = m.trainer.step("train")
     return lambda batches: [compiled.run([x, y], m.optimizer) for x, y in batches][-1][0]
 
 
 def flow_jit_runner(m, X, Y):
     """flowlayers' jitted step (built by one step of ``Compiled.run``) called directly, its donated arrays threaded
     through as the executable does."""
-    compiled = m._executable("train")
+    compiled = m.trainer.step("train")
     compiled.run([X[:BATCH], Y[:BATCH]], m.optimizer)
     ex = compiled.executable
     (fn,) = [f for key, f in ex._fns.items() if key[0] != "steps"]
@@ -156,7 +156,7 @@ def flow_jit_runner(m, X, Y):
 
 def flow_fit_runner(m, X, Y, takes_rows=None):
     per_epoch = min(len(X) // BATCH, STEPS)
-    executable = m._executable("train").executable
+    executable = m.trainer.step("train").executable
     default = executable.takes_rows
 
     def run(batches):

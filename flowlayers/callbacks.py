@@ -141,19 +141,19 @@ class BackupAndRestore(Callback):
         if "position" not in state:
             raise CheckpointError(f"{where}: expected a backup written by BackupAndRestore, received a checkpoint "
                                   f"without a training position in {self._path!r}")
-        self.model._fit_state.resume(state["position"], where)
-        self.model._load_checkpoint(self._path)
+        self.model.trainer.fit_state.resume(state["position"], where)
+        self.model.trainer.load_checkpoint(self._path)
         self._steps_seen = self.model.optimizer.iterations
 
     def on_train_batch_end(self, batch, logs=None):
         # every save_freq steps; a hook may end several steps (steps_per_execution): then when they passed one
         before, self._steps_seen = self._steps_seen, self.model.optimizer.iterations
         if self.save_freq != "epoch" and self._steps_seen // self.save_freq > before // self.save_freq:
-            self.model._save_checkpoint(self._path, self.model._fit_state.position())
+            self.model.trainer.save_checkpoint(self._path, self.model.trainer.fit_state.position())
 
     def on_epoch_end(self, epoch, logs=None):
         if self.save_freq == "epoch":
-            self.model._save_checkpoint(self._path, self.model._fit_state.position(end_of_epoch=True))
+            self.model.trainer.save_checkpoint(self._path, self.model.trainer.fit_state.position(end_of_epoch=True))
 
     def on_train_end(self, logs=None):
         if self.delete_checkpoint and env.process_index() == 0:    # one process removes it, for all

@@ -55,7 +55,7 @@ def fit(model, epochs=1, callbacks=()):
 
 
 def optimizer_state(model):
-    slots = checkpoint.slot_variables(model._optimizers())
+    slots = checkpoint.slot_variables(model.trainer.optimizers())
     return {k: v.numpy() for k, v in slots.items()}, model.optimizer.iterations
 
 
@@ -343,7 +343,7 @@ def test_checkpoint_of_a_bigger_architecture_is_refused_and_changes_nothing(tmp_
                f"['dense_2/bias', 'dense_2/kernel']" in message
         assert "load it into the model it was saved from" in message
         assert "adam/" not in message                       # the optimizer's slots are not "extra weights"
-        assert "_deferred_optimizer" not in vars(model)
+        assert model.trainer._deferred is None
     fit(model)
     fit(model)
     assert model.optimizer.iterations == 10 and max_diff(model.get_weights(), reference.get_weights()) < 1e-6
@@ -457,7 +457,7 @@ def test_optimizer_state_loaded_before_compile_is_read_from_disk_when_the_optimi
     fit(reference)
     model = mlp(compile=False)
     model.load_weights(tmp_path / "ckpt")
-    assert not any(isinstance(v, np.ndarray) for v in vars(model._deferred_optimizer).values())
+    assert not any(isinstance(v, np.ndarray) for v in vars(model.trainer._deferred).values())
     model.compile(flow.optimizers.Adam(0.01), flow.losses.SparseCategoricalCrossentropy(from_logits=True))
     last_slot = file_of(tmp_path / "ckpt", "adam/dense_1/bias/v")
     good = last_slot.read_bytes()

@@ -90,7 +90,7 @@ def test_a_checkpoint_of_either_engine_loads_in_the_other_anywhere(tmp_path, wri
         loaded = build()
         loaded.load_weights(tmp_path / "ckpt")
         assert flow.config.backend_name() == reader
-        assert loaded._executable("predict").runtime.__module__.startswith(f"flowlayers_{reader}")
+        assert loaded.trainer.step("predict").runtime.__module__.startswith(f"flowlayers_{reader}")
         for a, b in zip(loaded.get_weights(), saved):
             np.testing.assert_array_equal(a, b)
         np.testing.assert_allclose(loaded.predict(X, verbose=0), expected, atol=1e-5)
@@ -106,6 +106,6 @@ def test_a_model_moves_to_the_other_engine_when_the_backend_is_switched():
     flow.config.set_backend("jax")
     for a, b in zip(model.get_weights(), trained):
         np.testing.assert_array_equal(a, b)
-    assert type(model._executable("predict").runtime).__module__ == "flowlayers_jax.runtime"
+    assert type(model.trainer.step("predict").runtime).__module__ == "flowlayers_jax.runtime"
     model.fit(X, Y, batch_size=32, epochs=1, verbose=0)        # trains on, on JAX, with the optimizer's state
     assert model.optimizer.iterations == 4

@@ -126,7 +126,7 @@ def test_steps_fed_as_rows_kept_on_the_devices_train_as_steps_fed_their_rows(vie
                       metrics=["accuracy"])
         asked, stepped = [], []     # the rows each step asked about; the steps run through ``steps``
         for phase in ("train", "eval"):
-            executable = model._executable(phase).executable
+            executable = model.trainer.step(phase).executable
             assert executable.takes_rows(1 << 20, [x, y]) is False       # CPU devices read the rows where they are
             executable.takes_rows = lambda rows, sources, takes=takes_rows: asked.append(rows) or takes
             executable.steps = lambda *args, run=executable.steps: stepped.append(len(args[2])) or run(*args)
@@ -164,7 +164,7 @@ def test_steps_that_run_through_an_epoch_make_their_rows_on_the_devices_and_tran
     model = flow.Model(inputs, flow.layers.Dense(4)(inputs))
     model.compile(flow.optimizers.SGD(0.1, momentum=0.9), flow.losses.SparseCategoricalCrossentropy(from_logits=True),
                   steps_per_execution=steps_per_execution)
-    executable = model._executable("train").executable
+    executable = model.trainer.step("train").executable
     executable.takes_rows = lambda rows, sources: True      # what a GPU does; a CPU is fed rows step by step
     runtime, put = executable.runtime, executable.runtime.put
     model.fit(x, y, batch_size=16, epochs=1, shuffle=shuffle, verbose=0)     # 4 batches of 16, one of 8
@@ -199,7 +199,7 @@ def test_rows_of_runs_from_different_rows_in_one_call_train_as_the_rows_fed():
     inputs = flow.Input((12,))
     model = flow.Model(inputs, flow.layers.Dense(4)(inputs))
     model.compile(flow.optimizers.SGD(0.1), flow.losses.SparseCategoricalCrossentropy(from_logits=True))  # no slots
-    step, start = model._executable("train"), model.get_weights()
+    step, start = model.trainer.step("train"), model.get_weights()
     x_rows, y_rows = order[8:40].reshape(2, 16), np.arange(24, 56).reshape(2, 16)
     runs = [contract.Rows(x, x_rows, order, 8), contract.Rows(y, y_rows, None, 24)]
     by_runs = step.executable.steps(runs, step.handles(), [0.1, 0.1], 1)
@@ -239,7 +239,7 @@ def test_training_arrays_up_to_a_gibibyte_are_kept_on_the_devices():
     inputs = flow.Input((4,))
     model = flow.Model(inputs, flow.layers.Dense(2)(inputs))
     model.compile(flow.optimizers.SGD(0.1), "mse")
-    runtime = model._executable("train").runtime
+    runtime = model.trainer.step("train").runtime
     whole = np.zeros(1, np.float32)
     assert runtime.stages(np.broadcast_to(whole, (1 << 28,)))          # 1 GiB exactly
     assert not runtime.stages(np.broadcast_to(whole, ((1 << 28) + 1,)))

@@ -102,7 +102,7 @@ def test_the_backend_under_test_satisfies_the_contract():
     flow.config.gpu_device_num(2)
     x = flow.Input((4,))
     model = flow.Model(x, flow.layers.Dense(3)(x))
-    compiled = model._executable("predict")
+    compiled = model.trainer.step("predict")
     assert isinstance(compiled.runtime, contract.Runtime) and isinstance(compiled.executable, contract.Executable)
 
 
@@ -121,7 +121,7 @@ def test_blob_sbp_is_read_from_the_plan_of_the_placement_in_force():
     flow.config.set_layout_rules({"hidden/kernel": (None, "model")})
     assert hidden.sbp == (Split(0), Split(1))                    # batch over "data", columns over "model"
     model.compile("sgd", "mse")
-    compiled = model._executable("train")
+    compiled = model.trainer.step("train")
     assert all(b.sbp == compiled.plan(None).sbp[b] for n in compiled.program.nodes for b in n.outputs)
     flow.config.set_layout_rules({})
     assert hidden.sbp == (Split(0), broadcast)

@@ -36,9 +36,9 @@ class Layer:
             naming.reserve(name)
         self.name = name or naming.unique_name(naming.snake_case(type(self).__name__))
         self._weights = []
-        self.trainable = trainable
-        self.input_shape_arg = None if input_shape is None else (batch_size,) + tuple(input_shape)
         self.built = False
+        self._trainable = bool(trainable)      # (no weight to freeze yet)
+        self.input_shape_arg = None if input_shape is None else (batch_size,) + tuple(input_shape)
         self._feature_dims = None   # {axis: size} fixed by build; later calls must match
         self.output = None          # the Blob of the latest call (shown by Model.summary)
 
@@ -97,17 +97,24 @@ class Layer:
 
     @property
     def trainable_weights(self):
-        return [w for w in self._weights if w.trainable]
+        return [w for w in self.weights if w.trainable]
 
     @property
     def non_trainable_weights(self):
-        return [w for w in self._weights if not w.trainable]
+        return [w for w in self.weights if not w.trainable]
 
     def get_weights(self):
-        return [w.numpy() for w in self._weights]
+        """Full logical arrays in Keras order, gathered from every device."""
+        return [w.numpy() for w in self.weights]
 
     def set_weights(self, values):
-        assign_all(self._weights, values, f"layer {self.name!r}")
+        """Every weight at once, each array checked before any is written."""
+        assign_all(self.weights, values, self._what)
+
+    @property
+    def _what(self):
+        """How errors name this layer."""
+        return f"layer {self.name!r}"
 
     # Calling ------------------------------------------------------------
     def build(self, input_shape):
@@ -129,8 +136,9 @@ class Layer:
             recorded = dict(kwargs, training=training) if training is not None else dict(kwargs)
             if self.accepts_training:
                 kwargs["training"] = training
-            self.output = graph.record_call(self, inputs, recorded, self.call(inputs, **kwargs))
-            return self.output
+            outputs = graph.record_call(self, inputs, recorded, self.call(inputs, **kwargs))
+            self.output = outputs
+            return outputs
 
     @property
     def accepts_training(self):

@@ -8,7 +8,7 @@ import contextlib
 import os
 
 from .. import layers, losses as losses_mod, metrics as metrics_mod, ops, optimizers as optimizers_mod
-from ..errors import CheckpointError, ConfigError, FlowLayersError, LayerError
+from ..errors import CheckpointError, ConfigError, FlowLayersError
 from ..framework import checkpoint_format as checkpoint, graph
 from ..framework.blob import Blob
 from ..inputs import Input
@@ -52,7 +52,7 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):  # 
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError) as e:
         raise CheckpointError(f"{where}: the saved architecture is damaged ({type(e).__name__}: {e}); expected "
                               f"what model.save writes; {checkpoint.DAMAGED_FIX}") from None
-    model._load_checkpoint(path)
+    model.trainer.load_checkpoint(path)
     return model
 
 

@@ -1,4 +1,5 @@
-"""Model: a functional graph from ``flow.Input``s to outputs, trained with ``fit``.
+"""Model: a layer that is trained with ``fit`` — functional (from ``flow.Input``s to outputs), a ``Sequential``, or a
+subclass with its own ``call``.
 
     x = flow.Input((784,))
     y = flow.layers.Dense(10)(flow.layers.Dense(128, activation="relu")(x))
@@ -7,41 +8,49 @@
                   metrics=["accuracy"])
     model.fit(x_train, y_train, batch_size=100, epochs=2)
 
-The same model runs in every view; the view in force when ``compile``
-(or ``fit``) runs decides where.
+    class MLP(flow.Model):                       # subclassed, as in Keras
+        def __init__(self):
+            super().__init__()
+            self.hidden, self.out = flow.layers.Dense(128, activation="relu"), flow.layers.Dense(10)
+
+        def call(self, x):
+            return self.out(self.hidden(x))
+
+A subclassed model is built by tracing ``call`` on symbolic inputs: at its first call on Blobs, at ``build``, or at
+the first ``fit``/``evaluate``/``predict`` from the data's shapes; from then on it is a graph like any other.  The
+same model runs in every view; the view in force when ``fit`` runs decides where.  What ``compile`` sets and ``fit``
+uses lives in ``model.trainer`` (``trainer.py``).
 """
 import contextlib
+import math
 
-from .. import dtypes, engine, losses as losses_mod, metrics as metrics_mod, optimizers as optimizers_mod
-from .. import regularizers, settings
+import numpy as np
+
+from .. import engine
 from ..errors import GraphError, InputError, LayerError, ShapeError, describe_shape
 from ..framework import checkpoint_format as checkpoint
 from ..framework.blob import Blob
-from ..framework.compiled import Compiled
-from ..framework.variable import assign_all
-from ..framework.graph import (Call, apply, layer_scope, placement_scope, record_call, topo_sort, unit_inputs,
-                               unit_of, units)
-from ..framework.program import build as build_program
-from ..ops import source
-from ..ops.reduce import reduce_mean
-from ..ops.shape import reshape
+from ..framework.graph import Call, apply, layer_scope, record_call, topo_sort, unit_inputs, unit_of, units
+from ..inputs import Input
+from ..layers.base import Layer
 from ..parallel import report
-from . import heads as heads_mod, saving, summary as summary_mod, training
+from . import saving, summary as summary_mod, training
+from .trainer import Trainer
 
 
-class Model:
-    def __init__(self, inputs=None, outputs=None, name=None):
-        self.name = name or "model"
-        self.optimizer, self.loss, self.compiled_metrics = None, None, []
-        self._heads, self._loss_weight = None, 1.0
+class Model(Layer):
+    def __init__(self, inputs=None, outputs=None, name=None, **kwargs):
+        super().__init__(name=name or _default_name(type(self)), **kwargs)
+        self.trainer = Trainer(self)
         self.stop_training = False
         self.history = None
         self.train_function = None      # Keras callbacks look for it (TensorBoard's graph); no Keras graph here
-        self._jit_compile = False
-        self._micro_batches = 1
-        self.steps_per_execution = 1
-        self._programs = {}
+        self.inputs = self.outputs = None
         if inputs is not None or outputs is not None:
+            if _defines_call(type(self)):
+                raise GraphError(f"Model {self.name!r} ({type(self).__name__}): expected either inputs and outputs "
+                                 f"(a functional model) or a call method (a subclassed model), received both; "
+                                 f"drop call, or build the graph in call")
             self._init_graph(inputs, outputs)
 
     def _init_graph(self, inputs, outputs):
@@ -63,40 +72,60 @@ class Model:
                 raise GraphError(f"Model {self.name!r}: the outputs depend on input {node.name!r}, which is not in "
                                  f"inputs=[{', '.join(x.name for x in self.inputs)}]")
         self._nodes = nodes
-        self._layers = []     # as Keras lists them: what was called, a nested model as one
+        self._layers = []     # as Keras lists them: what was called, a nested model as one (never this model)
         for unit in _keras_order(units(self.outputs)):
             owner = unit.owner if isinstance(unit, Call) else unit.layer
-            if owner is not None and all(owner is not l for l in self._layers):
+            if owner is not None and owner is not self and all(owner is not known for known in self._layers):
                 self._layers.append(owner)
-
-    @property
-    def built(self):
-        return hasattr(self, "outputs")
+        self.built = True
+        self.trainer.forget_steps()
 
     @property
     def trainable(self):
-        return any(layer.trainable for layer in self.layers) if self.built else True
+        return self._trainable
 
     @trainable.setter
     def trainable(self, value):
-        """``False`` freezes every layer of the model (transfer learning: a base model inside a new one)."""
+        """``False`` freezes every layer of the model (transfer learning: a base model inside a new one), ``True``
+        unfreezes them, as Keras sets a model's layers."""
+        self._trainable = bool(value)
+        for w in self._weights:
+            w.frozen = not self._trainable
         for layer in self.layers:
             layer.trainable = value
 
     # A model is a layer ---------------------------------------------------
-    def __call__(self, inputs, training=None):
-        """On Blobs: this model's graph applied to them, its weights shared (nested models, transfer learning);
-        ``training=False`` runs its BatchNormalization and Dropout as in inference.  On arrays: its outputs for
-        them, as one batch."""
-        self._require_built("__call__")
+    def __call__(self, inputs, training=None, **kwargs):
+        """On Blobs: this model applied to them, its weights shared (nested models, transfer learning);
+        ``training=False`` runs its BatchNormalization and Dropout as in inference.  A model not built yet (a
+        Sequential without an Input, a subclassed model) is built from their shapes first.  On arrays: its outputs
+        for them, as one batch."""
+        given = list(inputs.values()) if isinstance(inputs, dict) else \
+            list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        if not all(isinstance(b, Blob) for b in given):
+            return self.predict_on_batch(inputs)
+        if _defines_call(type(self)):
+            if not self.built:
+                self.build([b.shape for b in given] if isinstance(inputs, (list, tuple)) else given[0].shape,
+                           [b.dtype for b in given])
+            return super().__call__(inputs, training=training, **kwargs)
+        if kwargs:
+            raise GraphError(f"Model {self.name!r}: unexpected keyword argument(s) {sorted(kwargs)} in a call on "
+                             f"Blobs; expected inputs and training")
+        if not self.built:
+            self.build([b.shape for b in given] if isinstance(inputs, (list, tuple)) else given[0].shape,
+                       [b.dtype for b in given])
+        return self.call(inputs, training=training)
+
+    def call(self, inputs, training=None):
+        """A functional model's graph applied to ``inputs`` (Blobs): each of its ops made again on them."""
+        self.require_built("__call__")
         if isinstance(inputs, dict) and all(isinstance(b, Blob) for b in inputs.values()):
             if sorted(inputs) != sorted(self.input_names):
                 raise GraphError(f"Model {self.name!r}: expected Blobs for the inputs {self.input_names}, received "
                                  f"them for {sorted(inputs)}")
             inputs = [inputs[n] for n in self.input_names]
         given = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-        if not all(isinstance(b, Blob) for b in given):
-            return self.predict_on_batch(inputs)
         if len(given) != len(self.inputs):
             raise GraphError(f"Model {self.name!r}: expected {len(self.inputs)} input Blob(s) "
                              f"{[x.name for x in self.inputs]}, received {len(given)}")
@@ -125,6 +154,50 @@ class Model:
             results = results[0]
         return record_call(self, given, {} if training is None else {"training": bool(training)}, results)
 
+    def build(self, input_shape, dtypes=None):
+        """A subclassed model: its ``call`` traced on Inputs of ``input_shape`` (one shape, a list of them, batch
+        dim first; ``dtypes``: theirs, default float32), after which it is a graph like a functional model's.  A
+        functional model is built already."""
+        if self.built or not _defines_call(type(self)):
+            return
+        several = isinstance(input_shape, list) and input_shape and isinstance(input_shape[0], (list, tuple))
+        shapes = list(input_shape) if several else [input_shape]
+        kinds = list(dtypes) if dtypes is not None else ["float32"] * len(shapes)
+        inputs = [Input(tuple(s[1:]), batch_size=s[0], dtype=d, name=f"{self.name}_input_{i}" if several else None)
+                  for i, (s, d) in enumerate(zip(shapes, kinds))]
+        given = inputs if several else inputs[0]
+        with layer_scope(self):
+            outputs = self.call(given, **({"training": None} if self.accepts_training else {}))
+        self._init_graph(given, outputs)
+
+    def _build_from_data(self, x):
+        """A model not built yet (a Sequential without an Input, a subclassed model) is built from the first data
+        it sees: Inputs of its shapes (batch dim unknown) and dtypes (integers as int32, the rest float32)."""
+        if self.built or not (_defines_call(type(self)) or self._builds_from_data()):
+            return
+        arrays = list(x.values()) if isinstance(x, dict) else list(x) if isinstance(x, (list, tuple)) else [x]
+        shapes, kinds = [], []
+        for a in arrays:
+            if hasattr(a, "element_spec"):     # a tf.data.Dataset: its first element's spec
+                spec = a.element_spec[0] if isinstance(a.element_spec, tuple) else a.element_spec
+                shapes.append((None,) + tuple(spec.shape[1:]))
+                kinds.append(spec.dtype.name)
+                continue
+            a = np.asarray(a)
+            shapes.append((None,) + a.shape[1:])
+            kinds.append("int32" if a.dtype.kind in "iu" else "float32")
+        self.build(shapes if len(shapes) > 1 else shapes[0], kinds)
+
+    def _builds_from_data(self):
+        """Whether this kind of model builds itself from data (Sequential does; a functional model is built)."""
+        return False
+
+    def require_built(self, what):
+        if not self.built:
+            raise GraphError(f"Model {self.name!r}.{what}: the model has no inputs yet; expected a model built from "
+                             f"flow.Input, a Sequential that has seen data or an input shape, or a subclassed model "
+                             f"called once (or fit) so that its call is traced")
+
     # Layers and weights --------------------------------------------------
     @property
     def layers(self):
@@ -139,12 +212,11 @@ class Model:
 
     @property
     def weights(self):
-        """Variables in Keras order: layer by layer, each layer's in creation order; then any read outside layers."""
-        if not self.built:
-            return []
+        """Variables in Keras order: layer by layer, each layer's in creation order; then its own (a subclassed
+        model's ``add_weight``) and any read outside layers."""
         seen, out = set(), []
-        by_layer = [w for layer in self.layers for w in layer.weights]
-        for w in by_layer + [n.variable for n in self._nodes if n.op.kind == "variable"]:
+        own = list(self._weights) + ([n.variable for n in self._nodes if n.op.kind == "variable"] if self.built else [])
+        for w in [w for layer in self.layers for w in layer.weights] + own:
             if id(w) not in seen:
                 seen.add(id(w))
                 out.append(w)
@@ -153,50 +225,40 @@ class Model:
     @property
     def output(self):
         """The one output Blob of this model's own graph (Keras' ``model.output``)."""
-        self._require_built("output")
+        self.require_built("output")
         if len(self.outputs) != 1:
             raise GraphError(f"Model {self.name!r}: output expected a model with one output, received "
                              f"{len(self.outputs)} outputs; use model.outputs")
         return self.outputs[0]
 
-    @property
-    def trainable_weights(self):
-        return [w for w in self.weights if w.trainable]
-
-    @property
-    def non_trainable_weights(self):
-        return [w for w in self.weights if not w.trainable]
-
-    def get_weights(self):
-        """Full logical arrays in Keras order, gathered from every device."""
-        return [w.numpy() for w in self.weights]
-
-    def set_weights(self, weights):
-        assign_all(self.weights, weights, f"Model {self.name!r}")
+    @output.setter
+    def output(self, value):
+        """What a call on other Blobs returned stays on those Blobs (``Layer.__call__`` records it here for a
+        layer); a model's ``output`` is its own graph's."""
 
     def count_params(self):
-        import math
-
         return sum(math.prod(w.shape) for w in self.weights)
 
-    # Checkpoints ---------------------------------------------------------
-    def _optimizers(self):
-        """owner -> (optimizer, variables it trains), for checkpoints; a deferred restore lands here."""
-        if self.optimizer is None:
-            return {}
-        trainable = self.trainable_weights
-        deferred = self.__dict__.get("_deferred_optimizer")
-        if deferred is not None:    # kept until it lands: if its files changed, the error says how to retry
-            deferred.apply(self.optimizer.name, self.optimizer, trainable)
-            del self._deferred_optimizer
-        return {self.optimizer.name: (self.optimizer, trainable)}
+    @property
+    def _what(self):
+        return f"Model {self.name!r}"
 
-    def _checkpoint_variables(self):
-        """Checkpoint key -> Variable: the weights by path, then the optimizer's slots."""
-        variables = {w.path: w for w in self.weights}
-        variables.update(checkpoint.slot_variables(self._optimizers()))
-        return variables
+    @property
+    def output_names(self):
+        """Each output's name, Keras' way: its key in a dict of outputs, else the name of the layer that made it
+        (else the Blob's)."""
+        if not self.built:
+            return []
+        return list(self._output_keys) if self._output_keys else [
+            b.node.layer.name if b.node.layer is not None and b.node.layer is not self else b.name
+            for b in self.outputs]
 
+    @property
+    def input_names(self):
+        """Each input's name: its key in a dict of inputs, else the Input's name (``flow.Input(name=...)``)."""
+        return list(self._input_keys) if self._input_keys else [x.name for x in self.inputs]
+
+    # Saving ----------------------------------------------------------------
     def save_weights(self, filepath, overwrite=True, **kwargs):
         """Logical weights, optimizer slots and step into directory ``filepath``; loads in any view or device count.
         ``overwrite=False`` refuses a ``filepath`` that exists (Keras would ask; a program cannot be asked)."""
@@ -204,7 +266,22 @@ class Model:
             raise InputError(f"Model {self.name!r}.save_weights: unexpected keyword argument(s) {sorted(kwargs)}; "
                              f"expected filepath and overwrite")
         checkpoint.refuse_existing(filepath, overwrite, f"Model {self.name!r}.save_weights")
-        self._save_checkpoint(filepath)
+        self.trainer.save_checkpoint(filepath)
+
+    def load_weights(self, filepath, **kwargs):
+        """Weights and, if saved by the same kind of optimizer, its slots and step, resharded to the view in force.
+
+            model.load_weights("ckpt")
+
+        A checkpoint of another architecture (other shapes, missing weights, or weights this model does not
+        have) or a damaged one raises CheckpointError and changes nothing.  Before ``compile`` the weights
+        load now and the optimizer state when ``compile``'s optimizer first trains, read again from the
+        checkpoint then (so keep it in place until that ``fit``).
+        """
+        if kwargs:
+            raise InputError(f"Model {self.name!r}.load_weights: unexpected keyword argument(s) {sorted(kwargs)}; "
+                             f"expected filepath")
+        self.trainer.load_checkpoint(filepath)
 
     def save(self, filepath, overwrite=True, zipped=None, **kwargs):
         """The whole model - architecture, compile settings, weights, optimizer state - into directory
@@ -235,34 +312,6 @@ class Model:
                 "input_keys": self._input_keys, "output_keys": self._output_keys,
                 "single_output": self._single_output}
 
-    def _save_checkpoint(self, filepath, position=None, extra_state=None):
-        self._require_built("save_weights")
-        variables = self._checkpoint_variables()
-        state = checkpoint.state(self._optimizers(), settings.seed(), position)
-        checkpoint.save(filepath, variables, {**state, **(extra_state or {})})
-
-    def load_weights(self, filepath, **kwargs):
-        """Weights and, if saved by the same kind of optimizer, its slots and step, resharded to the view in force.
-
-            model.load_weights("ckpt")
-
-        A checkpoint of another architecture (other shapes, missing weights, or weights this model does not
-        have) or a damaged one raises CheckpointError and changes nothing.  Before ``compile`` the weights
-        load now and the optimizer state when ``compile``'s optimizer first trains, read again from the
-        checkpoint then (so keep it in place until that ``fit``).
-        """
-        self._load_checkpoint(filepath)
-
-    def _load_checkpoint(self, filepath):
-        """Restore weights and optimizer state; returns the checkpoint's state (its ``position`` for resuming)."""
-        self._require_built("load_weights")
-        weights = {w.path: w for w in self.weights}
-        if self.optimizer is None:
-            reader, self._deferred_optimizer = checkpoint.restore_before_compile(filepath, weights,
-                                                                                 self.trainable_weights)
-            return reader.state
-        return checkpoint.restore(filepath, weights, self._optimizers()).state
-
     # Compile and run -----------------------------------------------------
     def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, jit_compile=False,
                 micro_batches=1, steps_per_execution=1, **kwargs):
@@ -277,125 +326,25 @@ class Model:
         that many steps, each fed a micro-batch.)
 
         ``steps_per_execution`` (Keras'): the batches ``fit`` and ``evaluate`` hand the engine at once, run as
-        that many steps in one dispatch where the backend can (``contract.run_steps``; the jax backend scans them,
+        that many steps in one dispatch where the backend can (``Executable.steps``; the jax backend scans them,
         with a training array's rows gathered on the devices); callbacks' batch hooks then run once per group,
         after its last batch, as in Keras."""
         if kwargs:
             raise InputError(f"Model {self.name!r}.compile: unexpected keyword argument(s) {sorted(kwargs)}")
-        if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) or micro_batches < 1:
-            raise InputError(f"Model {self.name!r}.compile: micro_batches expected a positive int, received "
-                             f"{micro_batches!r}")
-        if isinstance(steps_per_execution, bool) or not isinstance(steps_per_execution, int) or \
-                steps_per_execution < 1:
-            raise InputError(f"Model {self.name!r}.compile: steps_per_execution expected a positive int, received "
-                             f"{steps_per_execution!r}")
-        optimizer = optimizers_mod.get(optimizer)
-        if self.built and len(self.outputs) > 1 and loss is not None:
-            self._heads = heads_mod.make_heads(self, loss, loss_weights, metrics)
-            self.loss, self.compiled_metrics = [h.loss for h in self._heads], [m for h in self._heads for m in h.metrics]
-        else:
-            self._heads = None
-            if isinstance(loss, (list, tuple, dict)):       # one output: a list or dict of one, as Keras takes it
-                loss = _only(loss, "loss", self)
-            weight = _only(loss_weights, "loss_weights", self) if isinstance(loss_weights, (list, tuple, dict)) \
-                else loss_weights
-            if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))):
-                raise InputError(f"Model {self.name!r}.compile: loss_weights expected a number, received {weight!r}")
-            self._loss_weight = 1.0 if weight is None else float(weight)
-            self.loss = losses_mod.get(loss) if loss is not None else None
-            self.compiled_metrics = [metrics_mod.get(m, self.loss) for m in (metrics or [])]
-        self.optimizer = optimizer
-        self._jit_compile = bool(jit_compile)
-        self._micro_batches = micro_batches
-        self.steps_per_execution = steps_per_execution
-        self._programs = {}
+        _refuse_custom_steps(type(self), self.name)
+        self.trainer.compile(optimizer, loss, loss_weights, metrics, jit_compile, micro_batches,
+                             steps_per_execution)
+
+    # Keras' names for what compile set
+    optimizer = property(lambda self: self.trainer.optimizer)
+    loss = property(lambda self: self.trainer.loss)
+    compiled_metrics = property(lambda self: self.trainer.metrics)
+    steps_per_execution = property(lambda self: self.trainer.steps_per_execution)
 
     @property
-    def output_names(self):
-        """Each output's name, Keras' way: its key in a dict of outputs, else the name of the layer that made it
-        (else the Blob's)."""
-        if not self.built:
-            return []
-        return list(self._output_keys) if self._output_keys else [
-            b.node.layer.name if b.node.layer is not None else b.name for b in self.outputs]
-
-    @property
-    def input_names(self):
-        """Each input's name: its key in a dict of inputs, else the Input's name (``flow.Input(name=...)``)."""
-        return list(self._input_keys) if self._input_keys else [x.name for x in self.inputs]
-
-    def _build_from_data(self, x):
-        """A functional model is built already; Sequential builds here from the first data it sees."""
-
-    def _require_built(self, what):
-        if not self.built:
-            raise GraphError(f"Model {self.name!r}.{what}: the model has no inputs yet; expected a model built from "
-                             f"flow.Input (or a Sequential that has seen data or an input shape)")
-
-    def _executable(self, phase, weighted=False, placement=None):
-        """The compiled step for ``phase`` on ``placement`` (default: the settings in force), built once per
-        placement, per set of trainable weights - freezing a layer takes effect at the next fit, as a compile does
-        in Keras - and with or without sample weights."""
-        placement = placement or engine.placement()
-        key = (phase, placement, tuple(w.trainable for w in self.weights) if phase == "train" else (), weighted)
-        if key not in self._programs:
-            self._programs[key] = Compiled(self._program(phase, weighted), placement)
-        return self._programs[key]
-
-    def _program(self, phase, weighted=False):
-        if phase == "predict":
-            return build_program(self.inputs, self.outputs, ["numpy"] * len(self.outputs), "predict",
-                           jit_compile=self._jit_compile, name=f"{self.name}.predict")
-        if self.loss is None:
-            raise GraphError(f"Model {self.name!r}: {'fit' if phase == 'train' else 'evaluate'} needs a loss; "
-                             f"call model.compile(optimizer=..., loss=...) first")
-        if self._heads is None and len(self.outputs) != 1:
-            raise GraphError(f"Model {self.name!r}: fit/evaluate of a model with {len(self.outputs)} outputs expected "
-                             f"it compiled with a loss per output (compile(loss=[...]) or a dict by output name)")
-        # outputs made under one flow.scope.placement: the loss and metrics are computed there too
-        placed = {b.node.placement for b in self.outputs}
-        with placement_scope(placed.pop()) if len(placed) == 1 and None not in placed else contextlib.nullcontext():
-            return self._train_program(phase, weighted)
-
-    def _train_program(self, phase, weighted):
-        weight = source.placeholder((None,), dtypes.float32, f"{self.name}/sample_weight") if weighted else None
-
-        def weighed(per_example):   # Keras: weighted per-sample losses summed over the batch size; metrics stay
-            return per_example if weight is None else per_example * reshape(weight, (None,) + (1,) * (
-                per_example.ndim - 1))
-
-        if self._heads is None:
-            label = self._label_placeholder()
-            labels, per_example = [label], weighed(_per_example(self.loss(label, self.outputs[0])))
-            if self._loss_weight != 1.0:
-                per_example = per_example * self._loss_weight
-            head_losses = []
-            metric_blobs = [_per_example(m.values(label, self.outputs[0])) for m in self.compiled_metrics]
-        else:
-            labels, head_losses, metric_blobs, per_example = [], [], [], None
-            for h in self._heads:
-                if h.loss is None:          # an output without a loss takes no labels
-                    continue
-                out, label = self.outputs[h.index], self._label_placeholder(h)
-                labels.append(label)
-                head_losses.append(weighed(_per_example(h.loss(label, out))))
-                share = head_losses[-1] * h.weight if h.weight != 1.0 else head_losses[-1]
-                per_example = share if per_example is None else per_example + share
-                metric_blobs += [_per_example(m.values(label, out)) for m in h.metrics]
-        per_example = regularizers.penalized(per_example)     # Keras: the reported loss includes the penalties
-        outputs = [per_example] + head_losses + metric_blobs
-        return build_program(self.inputs + labels + ([weight] if weighted else []), outputs, ["sum"] * len(outputs),
-                       phase, loss=per_example if phase == "train" else None,
-                       optimizer=self.optimizer if phase == "train" else None, jit_compile=self._jit_compile,
-                       name=f"{self.name}.{phase}", micro_batches=self._micro_batches if phase == "train" else 1)
-
-    def _label_placeholder(self, head=None):
-        """The labels' placeholder of the only output, or of ``head``'s output (one with a loss)."""
-        if head is None:
-            shape, dtype = self.loss.label_spec(self.outputs[0])
-            return source.placeholder(shape, dtype, f"{self.name}/labels")
-        shape, dtype = head.loss.label_spec(self.outputs[head.index])
-        return source.placeholder(shape, dtype, f"{self.name}/{head.name}/labels")
+    def metrics_names(self):
+        """The labels of what ``evaluate`` returns, in order: ``["loss", <metric names>]`` once compiled."""
+        return self.trainer.metrics_names
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None, validation_split=0.0,
             validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
@@ -427,13 +376,19 @@ class Model:
         """The outputs for ``x`` as one batch."""
         return training.predict(self, x, max(len(training.first_array(x)), 1), 0, None)
 
-    @property
-    def metrics_names(self):
-        """The labels of what ``evaluate`` returns, in order: ``["loss", <metric names>]`` once compiled."""
-        if self.loss is None:
-            return []
-        losses = [f"{h.name}_loss" for h in self._heads if h.loss is not None] if self._heads else []
-        return ["loss"] + losses + [m.name for m in self.compiled_metrics]
+    def train_step(self, data):
+        """Keras' one training step on ``data``: ``fit`` runs the compiled step of the whole model (its loss,
+        metrics and optimizer) in every view; an override is not run yet, and refused by name."""
+        raise GraphError(f"Model {self.name!r}.train_step: expected to be run by fit, received a direct call; "
+                         f"fit plans and compiles the step")
+
+    def test_step(self, data):
+        """Keras' one evaluation step (see ``train_step``)."""
+        raise GraphError(f"Model {self.name!r}.test_step: expected to be run by evaluate, received a direct call")
+
+    def predict_step(self, data):
+        """Keras' one prediction step (see ``train_step``)."""
+        raise GraphError(f"Model {self.name!r}.predict_step: expected to be run by predict, received a direct call")
 
     def parallel_plan(self, batch_size=32):
         """What runs where in the view in force: per variable (and optimizer slot) its SBP and the shard each
@@ -442,23 +397,46 @@ class Model:
 
         The training step is planned once the model is compiled with a loss, else the predict step.
         """
-        self._require_built("parallel_plan")
+        self.require_built("parallel_plan")
         placement = engine.placement()
-        return report.build(self._executable(self._planned_phase, placement=placement), batch_size,
+        return report.build(self.trainer.step(self._planned_phase, placement=placement), batch_size,
                             read_back=engine.has_engine(placement.backend))
 
     @property
     def _planned_phase(self):
         """The step ``summary`` and ``parallel_plan`` show: training once compiled with a loss, else predict."""
-        return "train" if self.loss is not None and self.optimizer is not None else "predict"
+        return "train" if self.trainer.compiled else "predict"
 
     def summary(self, print_fn=print):
-        self._require_built("summary")
+        self.require_built("summary")
         placement = engine.placement()
-        print_fn(summary_mod.summary(self, placement, self._executable(self._planned_phase, placement=placement)))
+        print_fn(summary_mod.summary(self, placement, self.trainer.step(self._planned_phase, placement=placement)))
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name!r}>"
+
+
+def _defines_call(cls):
+    """Whether a Model class is subclassed with its own ``call`` (not a functional model's graph replay)."""
+    return any("call" in vars(c) for c in cls.__mro__[:cls.__mro__.index(Model)])
+
+
+def _refuse_custom_steps(cls, name):
+    """A ``train_step``/``test_step``/``predict_step`` overridden in a subclass is not run yet: refused by name."""
+    for step in ("train_step", "test_step", "predict_step"):
+        if getattr(cls, step) is not getattr(Model, step):
+            raise GraphError(f"Model {name!r} ({cls.__name__}): {step} is overridden, and flowlayers does not run "
+                             f"custom steps yet: fit, evaluate and predict would run the whole model's compiled step "
+                             f"instead; expected no {step} override (put the computation in call, the loss in "
+                             f"compile)")
+
+
+def _default_name(cls):
+    """Keras' names for models: ``sequential`` for a Sequential, the snake_case class name for a subclass; flowlayers'
+    functional models are ``model``."""
+    if cls is Model:
+        return "model"
+    return None       # Layer names it after its class, uniquely (my_model, my_model_1, ...)
 
 
 def _keras_order(found):
@@ -470,24 +448,6 @@ def _keras_order(found):
             producer = unit_of(x)[0]
             depth[id(producer)] = max(depth.get(id(producer), 0), depth[id(unit)] + 1)
     return sorted(found, key=lambda u: -depth[id(u)])
-
-
-def _per_example(values):
-    """Each example's mean over its other axes: a per-token loss or metric averages over every token, as Keras
-    reduces it (the host then averages the examples)."""
-    return reduce_mean(values, axis=list(range(1, values.ndim))) if values.ndim > 1 else values
-
-
-def _only(value, what, model):
-    """The one entry of a list or dict given for a model with one output."""
-    items = list(value.values()) if isinstance(value, dict) else list(value)
-    if len(items) != 1:
-        raise InputError(f"Model {model.name!r}.compile: {what} expected one entry for the model's one output, "
-                         f"received {len(items)}: {value!r}")
-    if isinstance(value, dict) and model.built and list(value) != model.output_names:
-        raise InputError(f"Model {model.name!r}.compile: {what} names output {list(value)}, expected "
-                         f"{model.output_names}")
-    return items[0]
 
 
 # Keras arguments flowlayers does not implement yet: refused when given, never ignored

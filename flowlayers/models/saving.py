@@ -49,9 +49,9 @@ def save_model(model, filepath, overwrite=True, zipped=None, **kwargs):
         raise ConfigError(f"{where}: zipped={zipped!r} is not supported; flowlayers writes the model as a directory, "
                           f"so expected zipped=None or False")
     checkpoint.refuse_existing(path, overwrite, where)
-    model._require_built("save")
+    model.require_built("save")
     description = {"format": FORMAT, **_describe(model), "compile": _compile_config(model)}
-    model._save_checkpoint(path, extra_state={"model": description})
+    model.trainer.save_checkpoint(path, extra_state={"model": description})
 
 
 def _describe(model):
@@ -119,15 +119,15 @@ def _compile_config(model):
         raise ConfigError(f"Model {model.name!r}.save: optimizer {opt.name!r} has a callable learning_rate "
                           f"{opt.learning_rate!r}, which cannot be saved without its code; expected a number (or "
                           f"save_weights, which saves the optimizer state without its settings)")
-    spec = {"optimizer": object_spec(opt, f"optimizer {opt.name!r}"), "jit_compile": model._jit_compile,
-            "micro_batches": model._micro_batches, "steps_per_execution": model.steps_per_execution}
-    if model._heads is None:
-        spec.update(loss=_loss_spec(model.loss), loss_weights=model._loss_weight,
+    spec = {"optimizer": object_spec(opt, f"optimizer {opt.name!r}"), "jit_compile": model.trainer.jit_compile,
+            "micro_batches": model.trainer.micro_batches, "steps_per_execution": model.steps_per_execution}
+    if model.trainer.heads is None:
+        spec.update(loss=_loss_spec(model.loss), loss_weights=model.trainer.loss_weight,
                     metrics=[object_spec(m, f"metric {m.name!r}") for m in model.compiled_metrics])
     else:
-        spec.update(loss={h.name: _loss_spec(h.loss) for h in model._heads},
-                    loss_weights={h.name: h.weight for h in model._heads},
-                    metrics={h.name: [_unprefixed(m, h.name) for m in h.metrics] for h in model._heads})
+        spec.update(loss={h.name: _loss_spec(h.loss) for h in model.trainer.heads},
+                    loss_weights={h.name: h.weight for h in model.trainer.heads},
+                    metrics={h.name: [_unprefixed(m, h.name) for m in h.metrics] for h in model.trainer.heads})
     return spec
 
 

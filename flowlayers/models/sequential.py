@@ -54,21 +54,18 @@ class Sequential(Model):
         for layer in self._stack:
             x = layer(x)
         self._init_graph(self._input, x)
-        self._programs = {}
 
-    def _build_from_data(self, x):
+    def build(self, input_shape, dtypes=None):
+        """Built on an Input of ``input_shape`` (batch dim first; ``dtypes``: its dtype, default float32): from the
+        first data it sees, or at its first call on a Blob, as Keras builds a Sequential without an Input."""
         if self.built or not self._stack:
             return
-        import numpy as np
-
-        first = x[0] if isinstance(x, (list, tuple)) else x
-        if hasattr(first, "element_spec"):
-            shape, dtype = tuple(first.element_spec[0].shape[1:]), first.element_spec[0].dtype.name
-        else:
-            first = np.asarray(first)
-            shape, dtype = first.shape[1:], ("int32" if first.dtype.kind in "iu" else "float32")
-        self._input = Input(shape, dtype=dtype)
+        self._input = Input(tuple(input_shape[1:]), batch_size=input_shape[0],
+                            dtype=(dtypes or ["float32"])[0])
         self._rebuild()
+
+    def _builds_from_data(self):
+        return True
 
     @property
     def layers(self):

@@ -17,7 +17,7 @@ def _prepare(model, x, y, what, with_labels=True, finite=True, data=None):
     that brings its own batches (a dataset, a PyDataset, a generator).  ``finite``: NaN and infinity refused;
     ``data``: how errors name the data (default: x)."""
     model._build_from_data(x)
-    model._require_built(what)
+    model.require_built(what)
     if da.is_stream(x):
         if y is not None:
             raise InputError(f"{what}: y expected None with x a {type(x).__name__} (its elements carry the labels), "
@@ -36,7 +36,7 @@ def _prepare(model, x, y, what, with_labels=True, finite=True, data=None):
 def _checked(model, xs, y, what, with_labels=True, finite=True):
     heads = _heads_and_labels(model, y, what) if with_labels and model.loss else []
     xs, ys = da.check_arrays(model.inputs, xs, what, [
-        (label, loss.label_spec(out), what if model._heads is None else f"{what}: output {name!r}")
+        (label, loss.label_spec(out), what if model.trainer.heads is None else f"{what}: output {name!r}")
         for name, out, loss, label in heads], finite)
     for (_, out, loss, _), checked in zip(heads, ys):
         _check_label_range(out, loss, checked, what)
@@ -48,7 +48,7 @@ def _checked(model, xs, y, what, with_labels=True, finite=True):
 def _heads_and_labels(model, y, what):
     """(output name, output Blob, loss, its labels) for each output with a loss; ``y`` one array, or a list / dict
     of them."""
-    if model._heads is None:
+    if model.trainer.heads is None:
         return [(model.output_names[0], model.outputs[0], model.loss, y)]
     names = model.output_names
     if isinstance(y, dict):
@@ -63,7 +63,7 @@ def _heads_and_labels(model, y, what):
                          f"dict by output name, received {type(y).__name__}"
                          + (f" of {len(y)}" if isinstance(y, (list, tuple)) else ""))
     out = []
-    for h, label in zip(model._heads, labels):
+    for h, label in zip(model.trainer.heads, labels):
         if h.loss is None:
             continue
         if label is None:
@@ -212,14 +212,14 @@ class _Stepper:
 
     def __init__(self, model, phase, placement):
         self.model, self.phase, self.placement = model, phase, placement
-        self.labelled = len(model.inputs) + sum(1 for h in model._heads or [None] if h is None or h.loss is not None)
+        self.labelled = len(model.inputs) + sum(1 for h in model.trainer.heads or [None] if h is None or h.loss is not None)
         self.optimizer = model.optimizer if phase == "train" else None
         self.compiled = {}       # weighted -> the step, looked up once per call (its key walks every weight)
 
     def _for(self, batch):
         weighted = len(batch) > self.labelled
         if weighted not in self.compiled:
-            self.compiled[weighted] = self.model._executable(self.phase, weighted=weighted, placement=self.placement)
+            self.compiled[weighted] = self.model.trainer.step(self.phase, weighted=weighted, placement=self.placement)
         return self.compiled[weighted]
 
     def __call__(self, batch):
@@ -247,7 +247,7 @@ class _Stepper:
 def _metrics(model):
     """What fit and evaluate report, in Keras' order: the loss, each output's own loss (several outputs), the
     metrics."""
-    heads = [metrics_mod.Mean(name=f"{h.name}_loss") for h in model._heads or () if h.loss is not None]
+    heads = [metrics_mod.Mean(name=f"{h.name}_loss") for h in model.trainer.heads or () if h.loss is not None]
     return [metrics_mod.Mean(name="loss")] + heads + list(model.compiled_metrics)
 
 
@@ -296,7 +296,7 @@ def _fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, 
                                  f"at least one sample left to train on, received none; pass more samples or a "
                                  f"smaller validation_split")
             held_out = [a[cut:] for a in ys]
-            validation_data = ([a[cut:] for a in xs], held_out if model._heads else held_out[0]) + (
+            validation_data = ([a[cut:] for a in xs], held_out if model.trainer.heads else held_out[0]) + (
                 () if weights is None else (weights[cut:],))
             xs, ys = [a[:cut] for a in xs], [a[:cut] for a in ys]
             weights = None if weights is None else weights[:cut]
@@ -310,11 +310,11 @@ def _fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, 
     steps = source.steps
     if steps_per_epoch is not None:
         steps = min(steps, steps_per_epoch) if steps else steps_per_epoch
-    model._optimizers()       # an optimizer state loaded before compile lands now
+    model.trainer.restore_deferred()      # an optimizer state loaded before compile lands now
     history = callbacks_mod.History()
     cbs = _callback_list(model, callbacks, verbose, {"epochs": epochs, "steps": steps, "verbose": verbose}, history)
     model.history, model.stop_training = history, False
-    state = model._fit_state = FitState(_metrics(model), steps, source.batch_size, source.description)
+    state = model.trainer.fit_state = FitState(_metrics(model), steps, source.batch_size, source.description)
     try:
         cbs.on_train_begin({})    # BackupAndRestore restores (or refuses a backup) before the step is built
         step = _Stepper(model, "train", placement)
@@ -346,7 +346,7 @@ def _fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, 
                 break
         cbs.on_train_end({})
     finally:
-        model._fit_state = None
+        model.trainer.fit_state = None
     return history
 
 
@@ -465,7 +465,7 @@ def _on_batch(model, x, y, return_dict, train, sample_weight, class_weight, what
     xs, ys = _prepare(model, x, y, what, finite=not settings.nonfinite_inputs_allowed())
     weights = sample_weights(ys, sample_weight, class_weight, what)
     if train:
-        model._optimizers()
+        model.trainer.restore_deferred()
         model.stop_training = False
     metrics = _metrics(model)
     batch = tuple(xs) + tuple(ys) + (() if weights is None else (weights,))
@@ -495,7 +495,7 @@ def _predict(model, x, batch_size, steps, what):
     prepared = _prepare(model, x, None, what, with_labels=False, finite=finite)
     source = da.adapter(x, what, steps_per_epoch=steps) if prepared is None else \
         da.adapter(x, what, batch_size, arrays=prepared[0])
-    compiled = model._executable("predict")
+    compiled = model.trainer.step("predict")
     inputs = len(model.inputs)
     outputs = [compiled.run(list(batch[:inputs])) for batch in
                itertools.islice(_converted(model, source, 0, what, with_labels=False, finite=finite), steps)]

@@ -78,7 +78,7 @@ def keras_model(tmp_path, compiled=True):
         model.set_weights(weights)
 
     def variables():
-        found = model._checkpoint_variables() if model.optimizer else {w.path: w for w in model.weights}
+        found = model.trainer.checkpoint_variables() if model.optimizer else {w.path: w for w in model.weights}
         return found, model.optimizer.iterations if model.optimizer else None
     return tmp_path / "good", variables, model.load_weights
 
@@ -104,7 +104,7 @@ def backup(tmp_path):
     fit(model)
 
     def variables():
-        return model._checkpoint_variables(), model.optimizer.iterations
+        return model.trainer.checkpoint_variables(), model.optimizer.iterations
 
     def load(directory):                    # the damaged checkpoint is <backup_dir>/latest
         fit(model, [flow.callbacks.BackupAndRestore(directory.parent)])

@@ -126,7 +126,7 @@ def test_rows_of_a_whole_array_run_step_by_step_where_an_engine_has_no_scan():
     model = flow.Model(x, flow.layers.Dense(4, name="out")(x))
     model.compile(flow.optimizers.SGD(0.1), flow.losses.SparseCategoricalCrossentropy(from_logits=True))
     start = model.get_weights()
-    step = model._executable("train")
+    step = model.trainer.step("train")
     index = np.arange(64).reshape(2, 32)[:, ::-1]
     feeds = [contract.Rows(X, index), contract.Rows(Y.astype(np.int32), index)]
     stacked = backend_common.step_by_step(step.executable, feeds, step.handles(), [0.1, 0.1], 1)

@@ -64,7 +64,7 @@ def train(view, n, data):
 
 
 def group_size(model):
-    return model._executable("train").executable._group_size
+    return model.trainer.step("train").executable._group_size
 
 
 def test_small_gradients_are_all_reduced_in_one_collective(data, tmp_path, monkeypatch):

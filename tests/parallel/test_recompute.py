@@ -96,7 +96,7 @@ def test_the_backward_pass_computes_each_segment_again_after_the_gradient_arrive
     counts, after_gradient = [], []
     for recompute in (False, True):
         model, _ = train_gpt("consistent 2x2, tensor parallel", recompute)
-        graphs = model._executable("train").executable._traced_graphs()
+        graphs = model.trainer.step("train").executable._traced_graphs()
         softmaxes = [op for g in graphs for op in g.get_operations() if op.type == "Softmax"]
         counts.append(len(softmaxes))
         after_gradient.append(sum(any(AFTER_GRADIENT in a.name and a.type == "Max" for a in ancestors(op))

@@ -45,7 +45,7 @@ def train(view, n, optimizer, layers=3):
 
 def traced_ops(model, which):
     """Op types of the traced update ("apply") or gradient ("forward") step of ``model``'s train executable."""
-    exe = model._executable("train").executable
+    exe = model.trainer.step("train").executable
     if which == "apply":                            # one device's update, traced once for all (N > 1 devices)
         fns = [exe._apply_fn]
     else:                                           # consistent view: the DTensor gradient step
@@ -79,7 +79,7 @@ def test_data_parallel_step_pins_only_what_dtensor_would_not_keep():
     ops = traced_ops(model, "forward")
     assert ops["MatMul"] >= 3 * deep                       # forward and both gradients of each layer
     assert ops["Relayout"] + ops["RelayoutLike"] <= 8, ops  # was 3 + 3 per layer
-    assert not model._executable("train").executable._relayouts[(BATCH,)]   # gradients arrive laid out as their variables
+    assert not model.trainer.step("train").executable._relayouts[(BATCH,)]   # gradients arrive laid out as their variables
     one = train("mirrored", 1, flow.optimizers.SGD(0.1, momentum=0.9), layers=deep)
     for a, b in zip(model.get_weights(), one.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
@@ -122,7 +122,7 @@ def test_each_device_updates_the_blocks_it_holds_as_one_device_would(optimizer, 
     than their variable's are relaid out first.  Weights and moving statistics end where one device's do."""
     mesh, rules, moved = MESHES[mesh]
     model = fit_batch_norm("consistent", 4, RULES[optimizer][0](), mesh, rules)
-    exe = model._executable("train").executable
+    exe = model.trainer.step("train").executable
     assert traced_ops(model, "apply")[RULES[optimizer][1]] == len(model.trainable_weights) == 8
     relayout = exe._relayouts[(BATCH,)]
     assert sorted(exe._written[i].path for i in (relayout[0] if relayout else [])) == sorted(moved)

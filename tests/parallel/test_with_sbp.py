@@ -64,7 +64,7 @@ def fit(model):
 
 def relayouts(model):
     """(layout, input shape) of every DTensor Relayout in the traced gradient step of ``model``."""
-    fn = model._executable("train").executable._fns[(BATCH,)][1]
+    fn = model.trainer.step("train").executable._fns[(BATCH,)][1]
     return collections.Counter((op.get_attr("layout").decode(), tuple(op.inputs[0].shape))
                                for c in fn._list_all_concrete_functions() for op in c.graph.get_operations()
                                if op.type == "Relayout")
@@ -99,7 +99,7 @@ def test_backend_relays_the_constrained_blob_out_to_its_layout(mesh_name, nd_sbp
     for axis, s in zip(mesh, nd_sbp):
         if s != B:
             spec[s.axis] = axis
-    layout = dtensor.Layout(spec, constrained._executable("train").runtime.mesh).to_string()
+    layout = dtensor.Layout(spec, constrained.trainer.step("train").runtime.mesh).to_string()
     assert relayouts(constrained)[layout, (BATCH, 32)] >= 1, relayouts(constrained)
     free = mlp()
     fit(free)
