@@ -27,6 +27,7 @@ def test_a_heartbeat_records_the_stages_and_steps_begun(heart):
     flow.env.heartbeat(steps=0)                      # a program compiled
     assert read(heart) == Progress(beats=1, steps=0, stepping=False)
     flow.env.heartbeat()
+    assert read(heart) == Progress(beats=2, steps=1, stepping=True)
     flow.env.heartbeat(4)                            # a group of 4 steps
     assert read(heart) == Progress(beats=3, steps=5, stepping=True)
     assert heart.stat().st_size == cluster.HEARTBEAT_RECORD.size      # rewritten in place
