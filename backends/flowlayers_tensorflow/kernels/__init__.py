@@ -1,11 +1,12 @@
 """Every front-end op lowered to TensorFlow ops, by name: ``KERNELS[op](node, *inputs, ctx)``."""
 from flowlayers.contract import add_kernel
 
-from . import conv, einsum, elementwise, embedding, matmul, nn, norm, reduce, shape
+from . import augment, conv, conv3d, depthwise, einsum, elementwise, embedding, matmul, nn, norm, reduce, shape
 
 # one file per op family of the front end (flowlayers/ops/<family>.py)
-KERNELS = {**elementwise.KERNELS, **matmul.KERNELS, **einsum.KERNELS, **conv.KERNELS, **shape.KERNELS,
-           **embedding.KERNELS, **reduce.KERNELS, **nn.KERNELS, **norm.KERNELS}
+KERNELS = {**elementwise.KERNELS, **matmul.KERNELS, **einsum.KERNELS, **conv.KERNELS, **conv3d.KERNELS,
+           **depthwise.KERNELS, **shape.KERNELS, **embedding.KERNELS, **reduce.KERNELS, **nn.KERNELS, **norm.KERNELS,
+           **augment.KERNELS}
 
 
 def register_kernel(op_name, replace=False):
