@@ -12,12 +12,13 @@ those calls are accepted with their meaning, and checked against what the launch
 """
 import mmap
 import os
+from dataclasses import dataclass
 
 from .errors import ConfigError
 from .framework import cluster as _cluster
 
 _state = {"cluster": False, "machines": None, "ctrl_port": None, "data_port": None,
-          "heart": None, "beats": 0, "steps": 0}     # heartbeat: the launcher's record (None: not looked for yet)
+          "heart": None}        # heartbeat: a _Heart; False without the launcher; None: not looked for yet
 
 
 def cluster():
@@ -99,21 +100,28 @@ def heartbeat(steps=1):
     launcher it does nothing."""
     if _state["heart"] is None:
         _state["heart"] = _heart()
-    if _state["heart"]:
-        _state["beats"] += 1
-        _state["steps"] += steps
-        _cluster.HEARTBEAT_RECORD.pack_into(_state["heart"], 0, _state["beats"], _state["steps"], steps > 0,
-                                            _state["beats"])
+    heart = _state["heart"]
+    if heart:
+        heart.beats += 1
+        heart.steps += steps
+        _cluster.HEARTBEAT_RECORD.pack_into(heart.record, 0, heart.beats, heart.steps, steps > 0, heart.beats)
+
+
+@dataclass
+class _Heart:
+    record: mmap.mmap       # the launcher's heartbeat file of this process, mapped into memory
+    beats: int = 0          # stages begun
+    steps: int = 0          # steps begun
 
 
 def _heart():
-    """The launcher's heartbeat file of this process, mapped into memory; False without the launcher."""
+    """This process's _Heart; False without the launcher."""
     path = os.environ.get(_cluster.HEARTBEAT)
     if not path:
         return False
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         os.ftruncate(fd, _cluster.HEARTBEAT_RECORD.size)
-        return mmap.mmap(fd, _cluster.HEARTBEAT_RECORD.size)
+        return _Heart(mmap.mmap(fd, _cluster.HEARTBEAT_RECORD.size))
     finally:
         os.close(fd)

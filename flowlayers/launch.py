@@ -249,7 +249,6 @@ def _run(a, envs, out, folder):
             pumps[-1].start()
         watch = Watch(hearts, time.monotonic())
         kind, which = _wait(procs, watch, a.timeout, received, guard)
-        watch.look(time.monotonic())
         msg, code = _outcome(kind, which, procs, names, watch, a)
         signum = which if kind == "signal" else signal.SIGTERM
         stopped, killed = _stop(procs, signum, a.grace_period, guard)

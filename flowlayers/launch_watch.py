@@ -33,7 +33,7 @@ def read(path):
     one read was being written (its two stage counts differ)."""
     try:
         with open(path, "rb") as f:
-            data = f.read(cluster.HEARTBEAT_RECORD.size + 1)
+            data = f.read()
     except FileNotFoundError:
         return None
     if len(data) != cluster.HEARTBEAT_RECORD.size:

@@ -149,8 +149,11 @@ def serialize(regularizer):
 
 def penalized(loss):
     """``loss`` plus the penalties of the regularized trainable variables it reads, added to every element (so
-    its mean over the batch, what training minimises, gains each penalty once)."""
-    variables = [n.variable for n in topo_sort([loss]) if n.op.kind == "variable"]
+    its mean over the batch, what training minimises, gains each penalty once); and the per-example penalties of
+    the activity regularizers it reads (a layer's ``activity_penalty(node)``, Keras' ``activity_regularizer``
+    divided by the batch size), added example by example (their mean, to a scalar loss)."""
+    nodes = topo_sort([loss])
+    variables = [n.variable for n in nodes if n.op.kind == "variable"]
     seen, total = set(), None
     for var in variables:
         if id(var) in seen or getattr(var, "regularizer", None) is None or not var.trainable:
@@ -158,4 +161,10 @@ def penalized(loss):
         seen.add(id(var))
         term = var.regularizer(source.variable(var))
         total = term if total is None else total + term
+    for node in nodes:
+        hook = getattr(node.layer, "activity_penalty", None)
+        term = hook(node) if hook is not None else None
+        if term is not None:
+            term = reduce.reduce_mean(term) if loss.ndim == 0 else term
+            total = term if total is None else total + term
     return loss if total is None else loss + total

@@ -338,3 +338,20 @@ def test_an_einsum_kernel_gradient_all_reduced_over_a_batch_split_is_not_transpo
     reduced = re.search(r"= (f32\[[0-9,]*\])\{[0-9,]*\} all-reduce\(", hlo)
     assert reduced and reduced.group(1) == "f32[64,4,24]", "the kernel's gradient was all-reduced in another layout"
     assert "transpose_copy_fusion" not in hlo
+
+
+def test_a_truncated_normal_draw_lies_within_two_standard_deviations_with_that_laws_spread():
+    """TensorFlow's truncated normal (what flow.truncated_normal means): redrawn beyond 2 standard deviations; its
+    standard deviation is then stddev * sqrt(1 - 4 phi(2) / (Phi(2) - Phi(-2))), from the normal law in float64."""
+    import math
+
+    import numpy as np
+
+    inputs = flow.Input((250,))
+    model = flow.Model(inputs, flow.layers.Dense(400, kernel_initializer=flow.truncated_normal(0.5),
+                                                 name="out")(inputs))
+    kernel = model.get_weights()[0].astype(np.float64)
+    phi, mass = math.exp(-2.0) / math.sqrt(2 * math.pi), math.erf(2 / math.sqrt(2))
+    spread = 0.5 * math.sqrt(1 - 4 * phi / mass)
+    assert np.abs(kernel).max() <= 1.0 and np.abs(kernel).max() > 0.99
+    assert abs(kernel.mean()) < 0.01 and kernel.std() == pytest.approx(spread, rel=0.01)

@@ -10,8 +10,8 @@ def supports(op_name, sig):
     replicated or batch-split input ("Only replicated or batch parallel layout is supported").  A kernel
     split by a layout rule is then gathered before the convolution: stored split, computed whole.
     """
-    if op_name in ("conv2d", "conv2d_transpose"):
+    if op_name in ("conv2d", "conv2d_transpose", "conv3d", "depthwise_conv2d"):
         return sig.inputs[1] == broadcast and sig.inputs[0] in (Split(0), broadcast, partial_sum)
-    if op_name in ("max_pool2d", "avg_pool2d"):
+    if op_name in ("max_pool2d", "avg_pool2d", "max_pool3d", "avg_pool3d"):
         return sig.inputs[0] in (Split(0), broadcast)
     return True

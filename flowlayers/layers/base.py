@@ -8,6 +8,7 @@
             return x * self.read(self.w)
 """
 import functools
+import inspect
 
 from .. import dtypes, initializers, regularizers
 from ..errors import FlowLayersError, LayerError, ShapeError, describe_shape
@@ -130,21 +131,38 @@ class Layer:
                                  f"layer), received {type(x).__name__}")
         self._check_input(inputs)
         with graph.layer_scope(self):
+            mask = self._input_mask(inputs, kwargs)
             if not self.built:
                 self.build(_shapes(inputs))
                 self.built = True
             recorded = dict(kwargs, training=training) if training is not None else dict(kwargs)
             if self.accepts_training:
                 kwargs["training"] = training
+            if mask is not None:        # not recorded: a saved model's rebuilt inputs carry it again
+                kwargs["mask"] = mask
             outputs = graph.record_call(self, inputs, recorded, self.call(inputs, **kwargs))
             self.output = outputs
             return outputs
 
     @property
     def accepts_training(self):
-        import inspect
-
         return "training" in inspect.signature(self.call).parameters
+
+    def _input_mask(self, inputs, kwargs):
+        """Keras' masks: an input made by a layer with ``output_mask`` (Masking) carries a mask, given to a layer
+        whose ``call`` takes ``mask`` (unless one is given: None to give) and refused by name by any other, whose
+        values would differ from Keras' downstream."""
+        blobs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        masks = [getattr(x.node.layer, "output_mask", lambda b: None)(x) for x in blobs]
+        if all(m is None for m in masks) or "mask" in kwargs:
+            return None
+        if "mask" not in inspect.signature(self.call).parameters:
+            source = next(x.node.layer for x, m in zip(blobs, masks) if m is not None)
+            raise LayerError(f"layer {self.name!r} ({type(self).__name__}): its input carries the mask of layer "
+                             f"{source.name!r} ({type(source).__name__}), which this layer cannot take; expected "
+                             f"a layer that takes a mask (GlobalAveragePooling1D, Attention, AdditiveAttention) "
+                             f"right after it")
+        return masks if isinstance(inputs, (list, tuple)) else masks[0]
 
     def fix_feature_dims(self, **axes):
         """Record, in ``build``, input dims that later calls must match (``fix_feature_dims(axis_1=64)``)."""

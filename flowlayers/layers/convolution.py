@@ -1,8 +1,9 @@
 """Conv2D: 2-D convolution with a (kh, kw, in, out) kernel, channels first or last; Conv1D with a
-(k, in, out) kernel, run as a Conv2D over rows of height 1."""
+(k, in, out) kernel, run as a Conv2D over rows of height 1; Conv3D with a (kd, kh, kw, in, out) kernel;
+Conv2DTranspose and Conv1DTranspose (a Conv2DTranspose over rows of height 1)."""
 from .. import activations
 from ..errors import LayerError
-from ..ops import conv, shape as shape_ops
+from ..ops import conv, conv3d, shape as shape_ops
 from .base import Layer
 
 
@@ -148,3 +149,87 @@ class Conv2DTranspose(_Conv):
 
     def get_config(self):
         return {**super().get_config(), "output_padding": None, "dilation_rate": (1, 1)}
+
+
+def keras_format(fmt):
+    """A standardized data format ('NCHW', 'NHWC') in Keras' spelling."""
+    return "channels_first" if fmt == "NCHW" else "channels_last"
+
+
+def keras_data_format(value, what):
+    """Keras' ``data_format``: None (channels_last), 'channels_last' or 'channels_first' (OneFlow's 'NHWC' and
+    'NCHW' too), in Keras' spelling."""
+    return keras_format(conv.standardize_data_format("channels_last" if value is None else value, what))
+
+
+class Conv3D(_Conv):
+    """Keras' Conv3D: ``(N, D, H, W, C)`` (or ``(N, C, D, H, W)`` channels first); ``groups`` other than 1 is
+    refused by name."""
+    input_ndim = 5
+
+    def __init__(self, filters, kernel_size, strides=(1, 1, 1), padding="valid", data_format=None,
+                 dilation_rate=(1, 1, 1), groups=1, activation=None, use_bias=True,
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros", kernel_regularizer=None,
+                 bias_regularizer=None, **kwargs):
+        super().__init__(filters, kernel_size, strides, padding, data_format or "channels_last", activation,
+                         use_bias, kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer,
+                         **kwargs)
+        if groups != 1:
+            raise LayerError(f"{self.what}: groups={groups!r} is not supported; expected 1")
+        self.kernel_size = conv.ntuple(kernel_size, 3, self.what, "kernel_size")
+        self.strides = conv.ntuple(strides, 3, self.what, "strides")
+        self.dilation_rate = conv.ntuple(dilation_rate, 3, self.what, "dilation_rate")
+        self.padding = conv.standardize_padding(padding, self.what)
+
+    def _channel_axis(self):
+        return 1 if self.data_format == "NCHW" else 4
+
+    def kernel_shape(self, channels):
+        return self.kernel_size + (channels, self.filters)
+
+    def convolve(self, x, kernel):
+        return conv3d.conv3d(x, kernel, self.strides, self.padding, keras_format(self.data_format),
+                             self.dilation_rate)
+
+    def get_config(self):
+        return {**super().get_config(), "data_format": keras_format(self.data_format),
+                "dilation_rate": self.dilation_rate, "groups": 1}
+
+
+class Conv1DTranspose(_Conv):
+    """Keras' Conv1DTranspose: a (k, filters, in) kernel, run as a Conv2DTranspose over rows of height 1; output
+    ``W * s`` ('same') or ``(W - 1) * s + k`` ('valid').  ``output_padding`` and dilations other than 1 are refused
+    by name."""
+    input_ndim = 3
+
+    def __init__(self, filters, kernel_size, strides=1, padding="valid", output_padding=None, data_format=None,
+                 dilation_rate=1, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None, **kwargs):
+        super().__init__(filters, kernel_size, strides, padding, data_format or "channels_last", activation,
+                         use_bias, kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer,
+                         **kwargs)
+        if output_padding is not None:
+            raise LayerError(f"{self.what}: output_padding={output_padding!r} is not supported; expected None")
+        if _one(dilation_rate, self.what, "dilation_rate") != 1:
+            raise LayerError(f"{self.what}: dilation_rate={dilation_rate!r} is not supported; expected 1")
+        self.kernel_size = _one(kernel_size, self.what, "kernel_size")
+        self.strides = _one(strides, self.what, "strides")
+        self.padding = conv.standardize_padding(padding, self.what)
+
+    def _channel_axis(self):
+        return 1 if self.data_format == "NCHW" else 2
+
+    def kernel_shape(self, channels):
+        return (self.kernel_size, self.filters, channels)
+
+    def convolve(self, x, kernel):
+        first = self.data_format == "NCHW"
+        n, c, w = (x.shape[0], x.shape[1], x.shape[2]) if first else (x.shape[0], x.shape[2], x.shape[1])
+        rows = shape_ops.reshape(x, (n, c, 1, w) if first else (n, 1, w, c))
+        y = conv.conv2d_transpose(rows, shape_ops.reshape(kernel, (1,) + self.kernel.shape), (1, self.strides),
+                                  self.padding, self.data_format)
+        return shape_ops.reshape(y, (n, self.filters, y.shape[3]) if first else (n, y.shape[2], self.filters))
+
+    def get_config(self):
+        return {**super().get_config(), "data_format": keras_format(self.data_format), "output_padding": None,
+                "dilation_rate": 1}

@@ -1,6 +1,9 @@
-"""BatchNormalization and LayerNormalization."""
-from .. import initializers
-from ..ops import elementwise, norm
+"""BatchNormalization, LayerNormalization, GroupNormalization and UnitNormalization."""
+import numpy as np
+
+from .. import initializers, regularizers
+from ..errors import LayerError, ShapeError
+from ..ops import elementwise, norm, reduce, shape as shape_ops
 from .base import Layer
 
 
@@ -65,8 +68,6 @@ class LayerNormalization(Layer):
         self.fix_feature_dims(**{f"axis_{a}": input_shape[a] for a in self.axis})
 
     def call(self, x):
-        import numpy as np
-
         shape = tuple(x.shape[a] for a in self.axis)
         gamma = self.read(self.gamma) if self.scale else elementwise.constant(np.ones(shape), x.dtype)
         beta = self.read(self.beta) if self.center else elementwise.constant(np.zeros(shape), x.dtype)
@@ -76,3 +77,91 @@ class LayerNormalization(Layer):
         return {**super().get_config(), "axis": self.axis, "epsilon": self.epsilon, "center": self.center,
                 "scale": self.scale, "gamma_initializer": initializers.serialize(self.gamma_initializer),
                 "beta_initializer": initializers.serialize(self.beta_initializer)}
+
+
+class GroupNormalization(Layer):
+    """Keras' GroupNormalization: the channels on ``axis`` cut into ``groups`` (-1: one per channel), each
+    example's group normalised over its channels and every other non-batch axis, then ``gamma`` and ``beta`` per
+    channel."""
+
+    def __init__(self, groups=32, axis=-1, epsilon=1e-3, center=True, scale=True, beta_initializer="zeros",
+                 gamma_initializer="ones", beta_regularizer=None, gamma_regularizer=None, **kwargs):
+        super().__init__(**kwargs)
+        self.what = what = f"layer {self.name!r} (GroupNormalization)"
+        if isinstance(groups, bool) or not isinstance(groups, int) or not (groups > 0 or groups == -1):
+            raise LayerError(f"{what}: groups expected a positive int or -1, received {groups!r}")
+        if isinstance(axis, bool) or not isinstance(axis, int):
+            raise LayerError(f"{what}: axis expected an int, received {axis!r}")
+        for arg, v in (("center", center), ("scale", scale)):
+            if not isinstance(v, bool):
+                raise LayerError(f"{what}: {arg} expected True or False, received {v!r}")
+        self.groups, self.axis, self.epsilon, self.center, self.scale = groups, axis, float(epsilon), center, scale
+        self.beta_initializer = initializers.get(beta_initializer)
+        self.gamma_initializer = initializers.get(gamma_initializer)
+        self.beta_regularizer = regularizers.get(beta_regularizer, f"{what}: beta_regularizer")
+        self.gamma_regularizer = regularizers.get(gamma_regularizer, f"{what}: gamma_regularizer")
+
+    def build(self, input_shape):
+        axis = self.axis % len(input_shape)
+        dim = input_shape[axis]
+        groups = dim if self.groups == -1 else self.groups
+        if axis == 0 or dim is None or dim % groups:
+            raise ShapeError(f"{self.what}: expected a known channel count on axis {self.axis} that divides into "
+                             f"{groups} groups, received shape {input_shape}")
+        self.gamma = self.add_weight("gamma", (dim,), self.gamma_initializer,
+                                     regularizer=self.gamma_regularizer) if self.scale else None
+        self.beta = self.add_weight("beta", (dim,), self.beta_initializer,
+                                    regularizer=self.beta_regularizer) if self.center else None
+        self.fix_feature_dims(**{f"axis_{axis}": dim})
+
+    def call(self, x):
+        axis = self.axis % x.ndim
+        dim = x.shape[axis]
+        groups = dim if self.groups == -1 else self.groups
+        grouped = x.shape[:axis] + (groups, dim // groups) + x.shape[axis + 1:]
+        xg = shape_ops.reshape(x, grouped)
+        over = [a for a in range(1, len(grouped)) if a != axis]
+        mean = reduce.reduce_mean(xg, axis=over, keepdims=True)
+        centred = elementwise.subtract(xg, mean)
+        variance = reduce.reduce_mean(elementwise.square(centred), axis=over, keepdims=True)
+        y = elementwise.multiply(centred, elementwise.rsqrt(elementwise.add(variance, self.epsilon)))
+        per_channel = [1] * len(grouped)
+        per_channel[axis:axis + 2] = [groups, dim // groups]
+        if self.scale:
+            y = elementwise.multiply(y, shape_ops.reshape(self.read(self.gamma), per_channel))
+        if self.center:
+            y = elementwise.add(y, shape_ops.reshape(self.read(self.beta), per_channel))
+        return shape_ops.reshape(y, x.shape)
+
+    def get_config(self):
+        return {**super().get_config(), "groups": self.groups, "axis": self.axis, "epsilon": self.epsilon,
+                "center": self.center, "scale": self.scale,
+                "beta_initializer": initializers.serialize(self.beta_initializer),
+                "gamma_initializer": initializers.serialize(self.gamma_initializer),
+                "beta_regularizer": regularizers.serialize(self.beta_regularizer),
+                "gamma_regularizer": regularizers.serialize(self.gamma_regularizer)}
+
+
+def l2_normalize(x, axis, epsilon=1e-12):
+    """Keras' ``normalize(x, axis, order=2)``: ``x * min(rsqrt(sum(x ** 2)), 1 / epsilon)`` along ``axis``."""
+    inverse = elementwise.rsqrt(reduce.reduce_sum(elementwise.square(x), axis=axis, keepdims=True))
+    return elementwise.multiply(x, elementwise.minimum(inverse, 1.0 / epsilon))
+
+
+class UnitNormalization(Layer):
+    """Each example scaled to unit L2 norm along ``axis`` (an int or a list of them)."""
+
+    def __init__(self, axis=-1, **kwargs):
+        super().__init__(**kwargs)
+        ok = isinstance(axis, int) or isinstance(axis, (list, tuple)) and axis and all(
+            isinstance(a, int) for a in axis)
+        if not ok or isinstance(axis, bool):
+            raise LayerError(f"layer {self.name!r} (UnitNormalization): axis expected an int or a list of ints, "
+                             f"received {axis!r}")
+        self.axis = list(axis) if isinstance(axis, (list, tuple)) else axis
+
+    def call(self, x):
+        return l2_normalize(x, self.axis)
+
+    def get_config(self):
+        return {**super().get_config(), "axis": self.axis}

@@ -21,11 +21,18 @@ def standardize_padding(value, what):
 
 
 def pair(value, what, name):
+    return ntuple(value, 2, what, name)
+
+
+def ntuple(value, n, what, name):
+    """``value`` as a tuple of ``n`` positive ints: an int repeated, or a list or tuple of ``n`` of them."""
     if isinstance(value, int) and not isinstance(value, bool):
-        value = (value, value)
+        value = (value,) * n
     value = tuple(value) if isinstance(value, (list, tuple)) else value
-    if not (isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) and v > 0 for v in value)):
-        raise LayerError(f"{what}: {name} expected a positive int or a pair of them, received {value!r}")
+    if not (isinstance(value, tuple) and len(value) == n and all(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)):
+        kind = {1: "a positive int", 2: "a positive int or a pair of them"}.get(n, f"a positive int or {n} of them")
+        raise LayerError(f"{what}: {name} expected {kind}, received {value!r}")
     return value
 
 
@@ -33,7 +40,8 @@ def channel_axis(fmt):
     return 1 if fmt == "NCHW" else 3
 
 
-def _spatial(size, k, s, d, pad):
+def spatial_size(size, k, s, d, pad):
+    """An output's size along one spatial dim of ``size``: kernel ``k``, stride ``s``, dilation ``d``."""
     if size is None:
         return None
     if pad == "SAME":
@@ -46,7 +54,7 @@ def _spatial(size, k, s, d, pad):
 
 def _out_shape(x, fmt, channels, ksize, strides, dilations, pad):
     h_ax, w_ax = (2, 3) if fmt == "NCHW" else (1, 2)
-    hw = [_spatial(x.shape[a], k, s, d, pad) for a, k, s, d in zip((h_ax, w_ax), ksize, strides, dilations)]
+    hw = [spatial_size(x.shape[a], k, s, d, pad) for a, k, s, d in zip((h_ax, w_ax), ksize, strides, dilations)]
     return (x.shape[0], channels, *hw) if fmt == "NCHW" else (x.shape[0], *hw, channels)
 
 

@@ -1,4 +1,4 @@
-"""Neural-network ops: softmax, cross-entropies, dropout."""
+"""Neural-network ops: softmax, cross-entropies, dropout, gaussian noise."""
 from .. import dtypes
 from ..errors import DTypeError, LayerError, ShapeError, describe_shape
 from ..framework.graph import apply
@@ -97,13 +97,47 @@ def _infer_dropout(inputs, attrs):
 DROPOUT = OpDef("dropout", _infer_dropout, lambda inputs, attrs: rules.pointwise(inputs, inputs[0].shape))
 
 
-def dropout(x, rate, training=True, name=None, seed=None):
+def dropout(x, rate, training=True, name=None, seed=None, noise_shape=None):
     """Zero each element with probability ``rate`` and scale the rest by ``1/(1-rate)`` while training.
 
     ``training``: True (always, as in OneFlow job functions), False (never), or
     None (follow the step: on in ``fit``, off in ``evaluate``/``predict``).
+    ``noise_shape`` (Keras'): the mask's shape, 1 where one draw serves the whole dim (SpatialDropout's
+    ``(N, 1, C)``), None where it is ``x``'s.
     """
-    return apply(DROPOUT, [x], {"rate": float(rate), "training": training, "seed": seed}, name)
+    attrs = {"rate": float(rate), "training": training, "seed": seed}
+    if noise_shape is not None:
+        attrs["noise_shape"] = _noise_shape(x, noise_shape)
+    return apply(DROPOUT, [x], attrs, name)
+
+
+def _noise_shape(x, noise_shape):
+    shape = tuple(noise_shape) if isinstance(noise_shape, (tuple, list)) else None
+    if shape is None or len(shape) != x.ndim or any(d not in (None, 1) and d != x.shape[i]
+                                                    for i, d in enumerate(shape)):
+        raise ShapeError(f"dropout expected a noise_shape of rank {x.ndim} holding, per dim, 1, None or the "
+                         f"input's size ({describe_shape(x.shape)}), received {noise_shape!r}")
+    return tuple(None if d is None or d == x.shape[i] and d != 1 else 1 for i, d in enumerate(shape))
+
+
+def _infer_noise(inputs, attrs):
+    if attrs["stddev"] < 0:
+        raise LayerError(f"gaussian_noise expected a stddev >= 0, received {attrs['stddev']!r}")
+    if not inputs[0].dtype.is_floating:
+        raise DTypeError(f"gaussian_noise expected a floating input, received dtype {inputs[0].dtype}")
+    return [(inputs[0].shape, inputs[0].dtype)]
+
+
+GAUSSIAN_NOISE = OpDef("gaussian_noise", _infer_noise, lambda inputs, attrs: rules.pointwise(inputs,
+                                                                                             inputs[0].shape))
+
+
+def gaussian_noise(x, stddev, multiplicative=False, training=True, seed=None, name=None):
+    """While training, ``x + stddev * z`` (Keras' GaussianNoise), or ``x * (1 + stddev * z)`` with
+    ``multiplicative`` (GaussianDropout), ``z`` drawn from N(0, 1) per element as dropout draws its mask;
+    otherwise ``x``.  ``training`` as for ``dropout``."""
+    return apply(GAUSSIAN_NOISE, [x], {"stddev": float(stddev), "multiplicative": bool(multiplicative),
+                                       "training": training, "seed": seed}, name)
 
 
 def one_hot(indices, depth, dtype=dtypes.float32, name=None):

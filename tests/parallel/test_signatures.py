@@ -37,6 +37,7 @@ import pytest
 
 import flowlayers as flow
 from flowlayers import ops
+from flowlayers.ops import augment, conv3d, depthwise
 from flowlayers.errors import SBPError
 from flowlayers.framework.op_def import Signature
 from flowlayers.framework.variable import store
@@ -117,12 +118,25 @@ CASES = {
     "cast": _unary(lambda a: flow.cast(a, flow.float64)),
     "sbp_constraint": _unary(constrained),
     "dropout": _unary(lambda a: flow.nn.dropout(a, 0.0)),
+    "gaussian_noise": _unary(lambda a: ops.nn.gaussian_noise(a, 0.0)),
+    # augmentation with fixed draws (a range of one value): what one device computes
+    "random_affine": (lambda x: augment.random_affine(x, "rotation", (0.1, 0.1), "reflect"),
+                      [((2, 5, 4, 4), F)]),
+    "random_affine_nchw": (lambda x: augment.random_affine(x, "zoom", (0.2, 0.2, -0.3, -0.3), "constant",
+                                                               data_format="NCHW"), [((2, 4, 5, 4), F)]),
+    "random_contrast": (lambda x: augment.random_contrast(x, 0.5, -0.5, (-1.0, 1.0)), [((2, 5, 4, 4), F)]),
+    "random_flip": (lambda x: augment.random_flip(x, True, True, training=False), [((2, 5, 4, 4), F)]),
     "bias_add": (lambda x, b: ops.conv.bias_add(x, b), [((4, 6), F), ((6,), F)]),
     "bias_add_nchw": (lambda x, b: ops.conv.bias_add(x, b, axis=1), [((2, 4, 4, 2), F), ((4,), F)]),
     "conv2d": (lambda x, k: ops.conv.conv2d(x, k, padding="SAME", data_format="NCHW"),
                [((2, 4, 5, 5), F), ((3, 3, 4, 6), F)]),
     "conv2d_transpose": (lambda x, k: ops.conv.conv2d_transpose(x, k, 2, padding="SAME", data_format="NCHW"),
                          [((2, 4, 3, 3), F), ((3, 3, 6, 4), F)]),
+    "conv3d": (lambda x, k: conv3d.conv3d(x, k, padding="SAME"), [((2, 3, 3, 3, 4), F), ((2, 2, 2, 4, 6), F)]),
+    "depthwise_conv2d": (lambda x, k: depthwise.depthwise_conv2d(x, k, 2, "SAME", "NHWC"),
+                         [((2, 5, 5, 4), F), ((3, 3, 4, 2), F)]),
+    "max_pool3d": (lambda x: conv3d.max_pool3d(x, 2, padding="SAME"), [((2, 3, 4, 4, 4), F)]),
+    "avg_pool3d": (lambda x: conv3d.avg_pool3d(x, (2, 1, 2), 1, "SAME", "NCDHW"), [((2, 4, 3, 4, 5), F)]),
     "max_pool2d": (lambda x: flow.nn.max_pool2d(x, 2, 2, "VALID", data_format="NCHW"), [((2, 4, 4, 4), F)]),
     "avg_pool2d": (lambda x: flow.nn.avg_pool2d(x, 2, 2, "VALID", data_format="NCHW"), [((2, 4, 4, 4), F)]),
     "reshape": (lambda x: flow.reshape(x, (2, 2, 2, 8)), [((2, 4, 4, 2), F)]),
@@ -130,6 +144,7 @@ CASES = {
     "transpose": (lambda x: flow.transpose(x, (1, 0, 2)), [((2, 4, 6), F)]),
     "concat": (lambda a, b: flow.concat([a, b], axis=1), [((4, 2), F), ((4, 6), F)]),
     "pad": (lambda x: ops.shape.pad(x, [(0, 0), (1, 2), (0, 0)]), [((4, 3, 6), F)]),
+    "slice": (lambda x: ops.shape.slice(x, [(0, 4), (1, 5), (0, 2)]), [((4, 6, 2), F)]),
     "reduce_sum": (lambda x: flow.math.reduce_sum(x, axis=1), [((4, 6, 2), F)]),
     "reduce_mean": (lambda x: flow.math.reduce_mean(x, axis=0, keepdims=True), [((4, 6), F)]),
     "reduce_max": (lambda x: flow.math.reduce_max(x, axis=1), [((4, 6), F)]),
@@ -150,6 +165,8 @@ CASES = {
 }
 CONSTRAINT = "sbp_constraint"        # its signature is the SBP it pins: tried by pinning, not by forcing
 MASKED_DROPOUT = (lambda a: flow.nn.dropout(a, 0.5), [((4, 6), F)])   # compared with itself, not one device
+ROW_DROPOUT = (lambda a: flow.nn.dropout(a, 0.5, noise_shape=(None, 1)), [((4, 6), F)])    # a row dropped whole
+FLIP = (lambda x: augment.random_flip(x, True, False, data_format="NCHW"), [((4, 2, 3, 5), F)])
 
 
 def _probe(name, nd_sbp=None, case=None):
@@ -386,6 +403,43 @@ def test_dropout_drops_and_scales_alike_forward_and_backward(mesh_name):
         np.testing.assert_allclose(outs[k][kept], 2 * initial[k][kept], rtol=1e-6, err_msg=repr(forced))
         w = np.random.default_rng(k).normal(size=outs[k].shape).astype(np.float32)
         np.testing.assert_allclose(variables[f"b{k}/in0"], initial[k] - 2 * w * kept, rtol=1e-5, atol=1e-5,
+                                   err_msg=repr(forced))
+
+
+@pytest.mark.parametrize("mesh_name", DROPOUT_MESHES)
+def test_dropout_with_a_noise_shape_drops_whole_rows_alike_forward_and_backward(mesh_name):
+    """``noise_shape=(None, 1)`` (SpatialDropout's form): one draw per row, in every signature; what is dropped
+    is dropped whole, forward and backward."""
+    mesh = MESHES[mesh_name]
+    branches = assignments("dropout", mesh, ROW_DROPOUT)
+    assert {b[0] for b in branches} == set(offered("dropout", ROW_DROPOUT))
+    initial, _ = run("identity", branches)
+    outs, variables = run("dropout", branches, mesh, ROW_DROPOUT)
+    for k, forced in enumerate(branches):
+        kept = outs[k] != 0
+        assert np.all(kept == kept[:, :1]), (forced, kept)
+        np.testing.assert_allclose(outs[k][kept], 2 * initial[k][kept], rtol=1e-6, err_msg=repr(forced))
+        w = np.random.default_rng(k).normal(size=outs[k].shape).astype(np.float32)
+        np.testing.assert_allclose(variables[f"b{k}/in0"], initial[k] - 2 * w * kept, rtol=1e-5, atol=1e-5,
+                                   err_msg=repr(forced))
+
+
+@pytest.mark.parametrize("mesh_name", DROPOUT_MESHES)
+def test_random_flip_flips_an_image_whole_or_not_forward_and_backward(mesh_name):
+    """In every signature each image comes out as it is or flipped left-right, and its gradient (``w``, or ``w``
+    flipped back) follows the same draw."""
+    mesh = MESHES[mesh_name]
+    branches = assignments("random_flip", mesh, FLIP)
+    assert {b[0] for b in branches} == set(offered("random_flip", FLIP))
+    initial, _ = run("identity", branches, case=(lambda a: ops.elementwise.identity(a), FLIP[1]))
+    outs, variables = run("random_flip", branches, mesh, FLIP)
+    for k, forced in enumerate(branches):
+        flipped = np.array([not np.array_equal(o, i) for o, i in zip(outs[k], initial[k])])
+        np.testing.assert_array_equal(outs[k], np.where(flipped[:, None, None, None], initial[k][..., ::-1],
+                                                        initial[k]), err_msg=repr(forced))
+        w = np.random.default_rng(k).normal(size=outs[k].shape).astype(np.float32)
+        back = np.where(flipped[:, None, None, None], w[..., ::-1], w)
+        np.testing.assert_allclose(variables[f"b{k}/in0"], initial[k] - back, rtol=1e-5, atol=1e-5,
                                    err_msg=repr(forced))
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import flowlayers as flow
+from flowlayers import launch, launch_guard
 
 HANG = str(Path(__file__).resolve().parents[1] / "process_programs" / "hang.py")
 TIMEOUT = 40        # --timeout of the hang tests: start-up and compiling on a busy machine stay well within it
@@ -204,3 +205,104 @@ def test_a_port_taken_when_a_process_fails_at_start_is_named(tmp_path):
         proc.kill()
         if holder.exists():
             os.kill(int(holder.read_text()), signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_timeout_of_zero_never_stops_a_silent_job(tmp_path):
+    path = tmp_path / "script.py"
+    path.write_text("import time\ntime.sleep(1.5)\nprint('slept')\n")
+    proc = launcher("--processes", "2", "--timeout", "0", str(path))
+    out = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 0 and out.count("slept") == 2, out
+
+
+def ignores(pid, signals):
+    """Whether process ``pid`` ignores every one of ``signals`` (its SigIgn mask)."""
+    with open(f"/proc/{pid}/status") as f:
+        mask = int(next(line for line in f if line.startswith("SigIgn:")).split()[1], 16)
+    return all(mask >> (s - 1) & 1 for s in signals)
+
+
+def pipe_ends(fd):
+    """How many of this process's descriptors are open on the pipe that descriptor ``fd`` is open on."""
+    pipe = os.readlink(f"/proc/self/fd/{fd}")
+    return sum(os.readlink(f"/proc/self/fd/{d}") == pipe for d in os.listdir("/proc/self/fd")
+               if os.path.exists(f"/proc/self/fd/{d}"))
+
+
+@pytest.mark.slow
+def test_the_guard_kills_the_groups_still_named_when_its_pipe_ends():
+    guard = launch_guard.Guard()
+    kept, taken_back = (subprocess.Popen(["sleep", "1000"], start_new_session=True) for _ in range(2))
+    try:
+        guard.started(kept.pid)
+        guard.started(taken_back.pid)
+        guard.collected(taken_back.pid)
+        quiet = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        deadline = time.time() + 30
+        while not ignores(guard.proc.pid, quiet):
+            assert time.time() < deadline and guard.proc.poll() is None
+            time.sleep(0.02)
+        for s in quiet:         # sent to everything of a user, say: the guard outlasts them
+            os.kill(guard.proc.pid, s)
+        assert pipe_ends(guard._write) == 1         # only the launcher holds the pipe: its end is the guard's cue
+        guard.close()
+        assert kept.wait(timeout=10) == -signal.SIGKILL
+        assert taken_back.poll() is None and guard.proc.returncode == 0
+    finally:
+        for p in (kept, taken_back):
+            p.kill()
+            p.wait()
+
+
+class Told:
+    """What a launcher told its guard of the groups it collected."""
+
+    def __init__(self):
+        self.groups = []
+
+    def collected(self, pgid):
+        self.groups.append(pgid)
+
+
+@pytest.mark.slow
+def test_a_process_that_exits_takes_the_children_it_left_with_it():
+    proc = subprocess.Popen(["sh", "-c", "sleep 1000 & echo $!"], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    child = int(proc.stdout.readline())
+    recorded = [(child, started(child)[0])]
+    told, deadline = Told(), time.time() + 30
+    try:
+        while not launch._ended(proc, told):
+            assert time.time() < deadline
+            time.sleep(0.02)
+        assert proc.returncode == 0 and told.groups == [proc.pid]
+        assert left_running(recorded) == []
+    finally:
+        kill_all(recorded)
+
+
+def children_of(pid):
+    out = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(entry))
+        except (FileNotFoundError, ProcessLookupError):      # ended meanwhile
+            pass
+    return out
+
+
+@pytest.mark.slow
+def test_without_its_guard_a_sigkilled_launchers_processes_still_die_with_it(tmp_path):
+    proc, recorded = ignoring_signals(tmp_path)
+    try:
+        guards = [p for p in children_of(proc.pid) if b"launch_guard.py" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert len(guards) == 1
+        os.kill(guards[0], signal.SIGKILL)
+        proc.kill()
+        proc.wait(timeout=10)
+        assert left_running(recorded[::2], within=10) == []      # the parent-death signal; not the grandchildren
+    finally:
+        kill_all(recorded)

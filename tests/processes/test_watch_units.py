@@ -3,6 +3,7 @@ waits on, the guard's list of groups, the checked flags and ports.  End to end: 
 import math
 import os
 import socket
+import stat
 
 import pytest
 
@@ -17,8 +18,7 @@ def heart(tmp_path, monkeypatch):
     """This process as the launcher's process 0 sees it: its heartbeat file, not written yet."""
     path = tmp_path / "process-0"
     monkeypatch.setenv(cluster.HEARTBEAT, str(path))
-    for key, value in (("heart", None), ("beats", 0), ("steps", 0)):
-        monkeypatch.setitem(flow.env._state, key, value)
+    monkeypatch.setitem(flow.env._state, "heart", None)
     return path
 
 
@@ -27,9 +27,14 @@ def test_a_heartbeat_records_the_stages_and_steps_begun(heart):
     flow.env.heartbeat(steps=0)                      # a program compiled
     assert read(heart) == Progress(beats=1, steps=0, stepping=False)
     flow.env.heartbeat()
+    assert read(heart) == Progress(beats=2, steps=1, stepping=True)
     flow.env.heartbeat(4)                            # a group of 4 steps
     assert read(heart) == Progress(beats=3, steps=5, stepping=True)
     assert heart.stat().st_size == cluster.HEARTBEAT_RECORD.size      # rewritten in place
+    assert stat.S_IMODE(heart.stat().st_mode) == 0o600                # this user's only
+    opened = [fd for fd in os.listdir("/proc/self/fd")
+              if os.path.realpath(f"/proc/self/fd/{fd}") == os.path.realpath(heart)]
+    assert len(opened) == 1                                          # the map's own, no other
 
 
 def test_without_the_launcher_a_heartbeat_writes_nothing(tmp_path, monkeypatch):

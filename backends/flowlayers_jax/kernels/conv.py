@@ -45,7 +45,7 @@ def max_pool2d(node, x, ctx):
                              a["padding"])
 
 
-def _window_counts(size, k, s, padding):
+def window_counts(size, k, s, padding):
     """Real (unpadded) elements under each window along one spatial dim, as TF pads for 'SAME'."""
     out = -(-size // s) if padding == "SAME" else (size - k) // s + 1
     before = _same_pad_before(size, k, s, out) if padding == "SAME" else 0
@@ -58,7 +58,7 @@ def avg_pool2d(node, x, ctx):
     sums = lax.reduce_window(x, np.array(0, x.dtype), lax.add, _four(a["ksize"], fmt), _four(a["strides"], fmt),
                              a["padding"])
     (h, wd), (kh, kw), (sh, sw) = [x.shape[i] for i in _spatial_axes(fmt)], a["ksize"], a["strides"]
-    counts = np.outer(_window_counts(h, kh, sh, a["padding"]), _window_counts(wd, kw, sw, a["padding"]))
+    counts = np.outer(window_counts(h, kh, sh, a["padding"]), window_counts(wd, kw, sw, a["padding"]))
     shape = (1, 1) + counts.shape if fmt == "NCHW" else (1,) + counts.shape + (1,)
     return sums / jnp.asarray(counts.reshape(shape), x.dtype)
 

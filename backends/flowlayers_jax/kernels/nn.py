@@ -1,4 +1,4 @@
-"""softmax, cross-entropies, dropout, one_hot (``flowlayers/ops/nn.py``)."""
+"""softmax, cross-entropies, dropout, gaussian noise, one_hot (``flowlayers/ops/nn.py``)."""
 import jax
 import jax.numpy as jnp
 
@@ -33,8 +33,21 @@ def dropout(node, x, ctx):
     rate = node.attrs["rate"]
     if not ctx.training(node.attrs["training"]) or rate == 0.0:
         return x
-    keep = ctx.random_uniform(x.shape, node.name, node.attrs.get("seed")) >= rate
+    noise_shape = node.attrs.get("noise_shape")      # Keras': 1 where one draw serves a whole dim
+    shape = x.shape if noise_shape is None else [n if d is None else d for n, d in zip(x.shape, noise_shape)]
+    keep = ctx.random_uniform(shape, node.name, node.attrs.get("seed")) >= rate
     return jnp.where(keep, x / (1.0 - rate), jnp.zeros_like(x))
+
+
+def gaussian_noise(node, x, ctx):
+    """N(0, 1) by Box-Muller from two uniform draws (the step's seeded uniforms: reruns repeat them)."""
+    a = node.attrs
+    if not ctx.training(a["training"]) or a["stddev"] == 0.0:
+        return x
+    u1, u2 = (ctx.random_uniform(x.shape, f"{node.name}:{i}", a["seed"]) for i in (1, 2))
+    z = jnp.sqrt(-2.0 * jnp.log(1.0 - u1)) * jnp.cos(2.0 * jnp.pi * u2)
+    noise = z.astype(x.dtype) * a["stddev"]
+    return x * (1.0 + noise) if a["multiplicative"] else x + noise
 
 
 def one_hot(node, ids, ctx):
@@ -44,4 +57,4 @@ def one_hot(node, ids, ctx):
 KERNELS = {"softmax": softmax, "log_softmax": log_softmax,
            "sparse_softmax_cross_entropy": sparse_softmax_cross_entropy,
            "softmax_cross_entropy": softmax_cross_entropy, "sigmoid_cross_entropy": sigmoid_cross_entropy,
-           "dropout": dropout, "one_hot": one_hot}
+           "dropout": dropout, "gaussian_noise": gaussian_noise, "one_hot": one_hot}

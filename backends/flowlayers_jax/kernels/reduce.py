@@ -13,5 +13,10 @@ def argmax(node, x, ctx):
     return jnp.argmax(x, axis=node.attrs["axes"][0])
 
 
-KERNELS = {"reduce_sum": _reduce(jnp.sum), "reduce_mean": _reduce(jnp.mean),
+def _sum(x, axis, keepdims):
+    """In the input's dtype, as the op infers (jnp.sum would widen int32 to int64 under jax_enable_x64)."""
+    return jnp.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+
+
+KERNELS = {"reduce_sum": _reduce(_sum), "reduce_mean": _reduce(jnp.mean),
            "reduce_max": _reduce(jnp.max), "argmax": argmax}

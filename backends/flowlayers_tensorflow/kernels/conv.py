@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 
-def _nhwc(fn, x, fmt, ctx):
+def nhwc(fn, x, fmt, ctx):
     """Run ``fn(x, tf_format)`` in the layout the device supports, returning ``fmt``."""
     if fmt == "NHWC" or ctx.native_nchw:
         return fn(x, fmt)
@@ -16,7 +16,7 @@ def _four(pair, fmt):
     return (1, 1) + tuple(pair) if fmt == "NCHW" else (1,) + tuple(pair) + (1,)
 
 
-def _spread_kernel(w, dilations):
+def spread_kernel(w, dilations):
     """A (kh, kw, in, out) kernel with ``d - 1`` zeros between its taps: the dilated convolution as a plain one."""
     (dh, dw), (kh, kw, cin, cout) = dilations, w.shape
     w = tf.pad(tf.reshape(w, (kh, 1, kw, 1, cin, cout)), [[0, 0], [0, dh - 1], [0, 0], [0, dw - 1], [0, 0], [0, 0]])
@@ -29,8 +29,8 @@ def conv2d(node, x, w, ctx):
     if max(dilations) > 1 and not ctx.native_nchw:
         # TF's CPU Conv2D gradient kernels reject dilations > 1 (tf.nn.convolution's space_to_batch route has
         # no DTensor layout rule): on CPUs convolve with the spread-out kernel instead, the same convolution
-        w, dilations = _spread_kernel(w, dilations), (1, 1)
-    return _nhwc(lambda t, fmt: tf.nn.conv2d(t, w, _four(a["strides"], fmt), a["padding"], data_format=fmt,
+        w, dilations = spread_kernel(w, dilations), (1, 1)
+    return nhwc(lambda t, fmt: tf.nn.conv2d(t, w, _four(a["strides"], fmt), a["padding"], data_format=fmt,
                                              dilations=_four(dilations, fmt)), x, a["data_format"], ctx)
 
 
@@ -41,12 +41,12 @@ def conv2d_transpose(node, x, w, ctx):
         h, wd = (out[2], out[3]) if a["data_format"] == "NCHW" else (out[1], out[2])
         shape = [tf.shape(t)[0], h, wd, w.shape[2]] if fmt == "NHWC" else [tf.shape(t)[0], w.shape[2], h, wd]
         return tf.nn.conv2d_transpose(t, w, tf.stack(shape), _four(a["strides"], fmt), a["padding"], data_format=fmt)
-    return _nhwc(run, x, a["data_format"], ctx)
+    return nhwc(run, x, a["data_format"], ctx)
 
 
 def max_pool2d(node, x, ctx):
     a = node.attrs
-    return _nhwc(lambda t, fmt: tf.nn.max_pool2d(t, _four(a["ksize"], fmt), _four(a["strides"], fmt),
+    return nhwc(lambda t, fmt: tf.nn.max_pool2d(t, _four(a["ksize"], fmt), _four(a["strides"], fmt),
                                                  a["padding"], data_format=fmt), x, a["data_format"], ctx)
 
 
@@ -58,10 +58,10 @@ def avg_pool2d(node, x, ctx):
         if getattr(ctx, "no_avg_pool_grad", False):
             return _avg_pool_by_conv(*args, fmt, ctx)
         return tf.nn.avg_pool2d(*args, data_format=fmt)
-    return _nhwc(pool, x, a["data_format"], ctx)
+    return nhwc(pool, x, a["data_format"], ctx)
 
 
-def _window_counts(size, k, s, padding):
+def window_counts(size, k, s, padding):
     """Real (unpadded) elements under each window along one spatial dim, as TF pads for 'SAME'."""
     out = -(-size // s) if padding == "SAME" else (size - k) // s + 1
     before = max((out - 1) * s + k - size, 0) // 2 if padding == "SAME" else 0
@@ -81,8 +81,8 @@ def _avg_pool_by_conv(t, ksize, strides, padding, data_format, ctx):
     eye = np.broadcast_to(np.eye(c, dtype=t.dtype.as_numpy_dtype), (kh, kw, c, c))
     sums = tf.nn.conv2d(t, ctx.constant(np.ascontiguousarray(eye), t.dtype), strides, padding,
                         data_format=data_format)
-    counts = np.outer(_window_counts(t.shape[h_axis], kh, strides[h_axis], padding),
-                      _window_counts(t.shape[w_axis], kw, strides[w_axis], padding))
+    counts = np.outer(window_counts(t.shape[h_axis], kh, strides[h_axis], padding),
+                      window_counts(t.shape[w_axis], kw, strides[w_axis], padding))
     shape = (1, 1) + counts.shape if data_format == "NCHW" else (1,) + counts.shape + (1,)
     return sums / ctx.constant(counts.reshape(shape).astype(t.dtype.as_numpy_dtype), t.dtype)
 
