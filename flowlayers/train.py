@@ -51,7 +51,7 @@ class CheckPoint:
 
     @staticmethod
     def exists(path):
-        """Whether ``path`` holds a checkpoint (also one a save killed mid-swap left at ``<path>.old``)."""
+        """Whether ``path`` holds a checkpoint (also one a killed save left beside it, recovered when read)."""
         return checkpoint.exists(path)
 
     def save(self, path):

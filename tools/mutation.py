@@ -201,9 +201,6 @@ EQUIVALENT = {
         "against one device in test_mirrored_all_reduce.py); which runs is a per-device-kind performance choice",
     ("backends/flowlayers_tensorflow/mirrored.py", "StrategyRuntime.fetch", "> -> >="):
         "the mean of one array is that array (same dtype)",
-    ("flowlayers/framework/checkpoint_format.py", "save", "f.flush() -> pass"):
-        "guards durability against an OS crash between fsync and close; a killed process (what tests can do) "
-        "cannot tell, since close flushes: kept on purpose, untestable without a power cut",
     ("flowlayers/callbacks.py", "History.__init__", "super().__init__() -> pass"):
         "Callback.__init__ only sets model and params, which CallbackList sets before any hook runs",
     ("flowlayers/callbacks.py", "ProgbarLogger.__init__", "or -> and"):
