@@ -5,8 +5,8 @@
     flow.config.set_view("consistent")   # or "mirrored"
 """
 from . import blob_api  # noqa: F401  (gives Blob its operators and SBP members)
-from . import (activations, callbacks, checkpoint, config, data, distribute, env, initializers, job, losses, math,
-               metrics, nn, optimizer, optimizers, parallel, regularizers, sbp, scope, settings, train, typing)
+from . import (activations, callbacks, checkpoint, config, data, distribute, env, export, initializers, job, losses,
+               math, metrics, nn, optimizer, optimizers, parallel, regularizers, sbp, scope, settings, train, typing)
 from . import distribute as distribute_mod
 from . import dtypes as _dtypes
 from . import layers

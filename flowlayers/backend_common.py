@@ -14,7 +14,8 @@ from .errors import ConfigError
 from .optimizers import functional  # noqa: F401  (re-exported: optimizer rules for functional engines)
 
 __all__ = ["Executable", "CustomKernels", "add_kernel", "op_names", "check_backend", "step_by_step", "micro_batches",
-           "micro_batch_bounds", "replica_rows", "op_seed", "reshaped", "device_count_error", "functional"]
+           "micro_batch_bounds", "replica_rows", "op_seed", "reshaped", "device_count_error", "functional", "leaves",
+           "nested", "exported_inputs"]
 
 
 class Executable:
@@ -142,3 +143,32 @@ def micro_batches(feeds, n):
         return [list(feeds)]
     n = min(n, len(feeds[0]))
     return [list(chunk) for chunk in zip(*[np.array_split(np.asarray(f), n) for f in feeds])]
+
+
+def leaves(tree):
+    """The leaves of a nest of lists, tuples and dicts, in the order TensorFlow's and JAX's trees flatten it (a dict
+    by its sorted keys)."""
+    if isinstance(tree, dict):
+        return [leaf for key in sorted(tree) for leaf in leaves(tree[key])]
+    if isinstance(tree, (list, tuple)):
+        return [leaf for item in tree for leaf in leaves(item)]
+    return [tree]
+
+
+def nested(structure, values):
+    """``structure`` (a nest whose leaves are indices) with each index replaced by ``values[index]``: what an
+    exported endpoint returns (``ExportSpec.outputs``)."""
+    if isinstance(structure, dict):
+        return {key: nested(item, values) for key, item in structure.items()}
+    if isinstance(structure, (list, tuple)):
+        return [nested(item, values) for item in structure]
+    return values[structure]
+
+
+def exported_inputs(spec, arguments):
+    """The program's inputs, in order, from an exported endpoint's ``arguments`` (nested as
+    ``ExportSpec.arguments``)."""
+    inputs = [None] * len(spec.inputs)
+    for index, value in zip(leaves(list(spec.arguments)), leaves(list(arguments))):
+        inputs[index] = value
+    return inputs

@@ -28,7 +28,7 @@ Axes = List[Tuple[str, int]]
 
 __all__ = ["Backend", "Capabilities", "Runtime", "Executable", "PendingReader", "Kernel", "KernelContext",
            "ArrayNamespace", "OptimizerRules", "Node", "Blob", "Handle", "Cluster", "Placement", "VariableSpec",
-           "Program", "Plan", "Boxing", "Rows", "Pending", "read_all", "total"]
+           "Program", "Plan", "Boxing", "Rows", "ExportSpec", "Pending", "read_all", "total"]
 
 
 # Plain data handed down ------------------------------------------------------------------------------------------
@@ -117,6 +117,8 @@ class Capabilities:
     several_steps: bool = False         # ``Executable.steps``: several steps in one dispatch
     takes_rows: bool = False            # ``Executable.takes_rows``: steps may gather their rows on the devices
     shows_program: bool = False         # ``Executable.compiled_text``: the program the engine compiles, as text
+    # the artifact formats ``Backend.export`` writes and ``Backend.load_export`` reads ("tf_saved_model", "jax")
+    exports: Tuple[str, ...] = ()
 
 
 class Node(Protocol):
@@ -144,10 +146,15 @@ class OptimizerRules(Protocol):
     """What a training step asks of ``Program.optimizer`` (a ``flow.optimizers`` object)."""
     gradient_accumulation_steps: Optional[int]
 
+    checks_finite: bool               # the rule takes ``finite``: whether every gradient of the step is finite
+
     def is_update_step(self, step: int) -> bool: ...
     def clipping_norms(self, xp: "ArrayNamespace", squared): ...
     def decays(self, var) -> bool: ...
     def apply_gradient(self, xp, var, grad, slots, lr, step, update=True, decays=True, norm=None) -> None: ...
+    def apply_all(self, xp, variables, refs, grads, slots, lr, step, update=True, norms=None, state=(),
+                  finite=None) -> None: ...
+    def loss_scale(self, state): ...  # the loss's factor before gradients, from ``Program.state``'s values, or None
 
 
 @dataclass(frozen=True, eq=False)
@@ -173,6 +180,7 @@ class Program:
     variables: Tuple                  # the variables the nodes read (``.path``, ``.trainable``, ``.dtype``)
     updates: Tuple                    # (variable, Blob): state a training step assigns (moving statistics)
     slots: Mapping[str, Tuple]        # variable path -> its optimizer slot variables, in the rule's order
+    state: Tuple = ()                 # the optimizer's own state variables (scalars: a loss scale), updated per step
 
     @property
     def results(self):
@@ -242,6 +250,19 @@ class Rows:
         return np.take(self.source, self.index, axis=0)
 
 
+@dataclass(frozen=True)
+class ExportSpec:
+    """How an exported artifact is called (``Backend.export``): its endpoint's arguments and results, each a nest
+    (lists, dicts) whose leaves are indices: ``arguments`` of ``Program.inputs`` (flattened as the engines flatten,
+    a dict by its sorted keys: ``backend_common.leaves``), ``outputs`` of ``Program.outputs``."""
+    format: str                 # "tf_saved_model" | "jax"
+    inputs: Tuple               # per program input: (name, shape with None for a dim left free, dtype name)
+    arguments: Tuple            # the endpoint's positional arguments
+    outputs: Any                # what it returns: an index, or a list / dict of them (as ``predict`` returns)
+    seed: int                   # the global seed a predict step draws its random ops with
+    options: Mapping[str, Any] = field(default_factory=dict)    # the format's own options the user passed
+
+
 # What a backend supplies ---------------------------------------------------------------------------------------
 @runtime_checkable
 class Backend(Protocol):
@@ -272,6 +293,15 @@ class Backend(Protocol):
         """Several processes (``capabilities.processes``): join the engine's distributed runtime as soon as the
         process's device count is set (``view``: the view set explicitly, else None), before user code starts the
         engine; a backend that needs the view waits for one.  Never called for one process."""
+
+    def export(self, program: Program, weights: Mapping[str, Any], spec: ExportSpec, filepath: str) -> str:
+        """``capabilities.exports``: write the predict ``program`` with ``weights`` (each variable's whole logical
+        value, numpy, by path) at ``filepath`` as an artifact of ``spec.format`` whose endpoint computes on one
+        device what the program's step computes, for inputs of ``spec.inputs``.  Needs no runtime (the weights are
+        values, whatever view or mesh trained them).  Returns how it was made, in a few words, for the user."""
+
+    def load_export(self, filepath: str, format: str) -> Callable:
+        """``capabilities.exports``: the artifact of ``format`` at ``filepath`` as a callable of host arrays."""
 
 
 @runtime_checkable
@@ -433,3 +463,7 @@ class ArrayNamespace(Protocol):
     def maximum(self, a, b): ...
     def clip(self, x, lo, hi): ...
     def assign(self, ref, value) -> None: ...
+    def where(self, flag, a, b): ...
+    def greater_equal(self, a, b): ...
+    def all_finite(self, values): ...               # one boolean: every element of every value finite
+    def when(self, flag, update, refs) -> None: ...  # update() (assigning refs) takes effect only where flag holds

@@ -30,7 +30,8 @@ class Backend:
         engine="jax", views=("consistent", "mirrored"),
         splits_dim_over_several_axes=True,     # a PartitionSpec entry may name several mesh axes
         processes=True,                         # JAX's multi-controller mode
-        several_steps=True, takes_rows=True, shows_program=True)
+        several_steps=True, takes_rows=True, shows_program=True,
+        exports=("jax", "tf_saved_model"))     # tf_saved_model through jax2tf, where TensorFlow is installed
 
     def runtime(self, view, device_num, mesh, cluster=None):
         from . import devices, runtime   # the engine starts here
@@ -43,6 +44,18 @@ class Backend:
         from . import devices
 
         devices.join(cluster)
+
+    def export(self, program, weights, spec, filepath):
+        """The predict ``program`` with ``weights`` as a ``jax.export`` artifact or a SavedModel (see export.py)."""
+        from . import export
+
+        return export.export(program, weights, spec, filepath)
+
+    def load_export(self, filepath, format):
+        """A ``jax`` artifact as a callable of host arrays."""
+        from . import export
+
+        return export.load(filepath, format)
 
     @property
     def kernels(self):

@@ -34,7 +34,8 @@ class Backend:
     capabilities = Capabilities(
         engine="tensorflow", views=("consistent", "mirrored"), supports=supports,
         splits_dim_over_several_axes=False,    # a DTensor layout gives each tensor dim one mesh axis
-        processes=True)                         # DTensor multi-client, MultiWorkerMirroredStrategy
+        processes=True,                         # DTensor multi-client, MultiWorkerMirroredStrategy
+        exports=("tf_saved_model",))
 
     def runtime(self, view, device_num, mesh, cluster=None):
         from . import runtime   # the engine starts here
@@ -48,6 +49,18 @@ class Backend:
 
         if view is not None:
             devices.join(view, cluster, cluster.local(device_num))
+
+    def export(self, program, weights, spec, filepath):
+        """The predict ``program`` with ``weights`` as a SavedModel (see export.py)."""
+        from . import export
+
+        return export.export(program, weights, spec, filepath)
+
+    def load_export(self, filepath, format):
+        """A SavedModel's ``serve`` endpoint."""
+        from . import export
+
+        return export.load(filepath, format)
 
     @property
     def kernels(self):

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from .. import engine
+from .. import engine, export as exporting
 from ..errors import GraphError, InputError, LayerError, ShapeError, describe_shape
 from ..framework import checkpoint_format as checkpoint
 from ..framework.blob import Blob
@@ -287,6 +287,29 @@ class Model(Layer):
         """The whole model - architecture, compile settings, weights, optimizer state - into directory
         ``filepath``; ``flow.models.load_model(filepath)`` gives it back in any view (``saving.py``)."""
         saving.save_model(self, filepath, overwrite, zipped, **kwargs)
+
+    def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None, **kwargs):
+        """The model as an artifact for inference, served without flowlayers (Keras 3's ``export``).
+
+            model.export("served")                           # a SavedModel: tf.saved_model.load(p).serve(x)
+            model.export("served_jax", format="jax")         # jax.export: flow.export.load(p)(x)
+
+        ``format``: ``"tf_saved_model"`` (from the jax backend through jax2tf, where TensorFlow is installed) or
+        ``"jax"`` (written by the jax backend, where JAX is installed).  ``input_signature``: the endpoint's
+        arguments, a list whose specs (``tf.TensorSpec``, ``jax.ShapeDtypeStruct``...) stand for the model's inputs
+        in order (a list of specs, or a dict by input name, as one argument); default: the inputs' own shapes, the
+        batch free.  ``verbose``: print where it went (None: yes).  ``jax2tf_kwargs`` (jax backend, SavedModel):
+        arguments of ``jax2tf.convert``; ``platforms`` (format ``"jax"``): those of ``jax.export.export``.  The
+        artifact is written from the logical weights, so whatever view or mesh trained the model, it computes what
+        ``predict`` computes, on one device (docs/howto/export.md)."""
+        what = f"Model {self.name!r}.export"
+        self.require_built("export")
+        n_in, n_out = len(self.inputs), len(self.outputs)
+        takes = dict(zip(self._input_keys, range(n_in))) if self._input_keys else 0 if n_in == 1 else list(range(n_in))
+        returns = dict(zip(self._output_keys, range(n_out))) if self._output_keys else \
+            0 if self._single_output else list(range(n_out))
+        exporting.export(self.trainer.program("predict"), engine.placement(), filepath, format, verbose,
+                         input_signature, kwargs, takes, returns, what)
 
     def _saved(self, owners, objects):
         """This model nested in a saved one (``saving.owner``): its kind and its architecture."""
