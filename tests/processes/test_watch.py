@@ -208,12 +208,14 @@ def test_a_port_taken_when_a_process_fails_at_start_is_named(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_timeout_of_zero_never_stops_a_silent_job(tmp_path):
-    path = tmp_path / "script.py"
+def test_a_timeout_of_zero_never_stops_a_silent_job_and_the_launcher_leaves_no_file(tmp_path):
+    path, temp = tmp_path / "script.py", tmp_path / "temp"
     path.write_text("import time\ntime.sleep(1.5)\nprint('slept')\n")
-    proc = launcher("--processes", "2", "--timeout", "0", str(path))
+    temp.mkdir()
+    proc = launcher("--processes", "2", "--timeout", "0", str(path), env={"TMPDIR": str(temp)})
     out = proc.communicate(timeout=60)[0]
     assert proc.returncode == 0 and out.count("slept") == 2, out
+    assert list(temp.iterdir()) == []           # its heartbeat files are gone with it
 
 
 def ignores(pid, signals):

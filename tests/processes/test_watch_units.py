@@ -140,6 +140,7 @@ def test_the_coordinator_port_leaves_room_for_the_processes_ports(port, capsys):
     assert f"--coordinator: expected a port 1..65533 (the 2 processes listen on the ports after it), received " \
            f"'h:{port}'" in capsys.readouterr().err
     launch.parse(["--processes", "2", "--coordinator", "h:65533", "x.py"])
+    launch.parse(["--processes", "2", "--coordinator", "h:1", "x.py"])
 
 
 def test_this_hosts_ports_and_those_in_use():
