@@ -252,9 +252,11 @@ def _metrics(model):
 
 
 def _callback_list(model, callbacks, verbose, params, history=None):
+    """The callbacks of one ``fit``, ``evaluate`` or ``predict``: the user's, a progress bar where ``verbose`` asks
+    for one and the user gave none (Keras' rule; it reads ``params["verbose"]``), and ``history``."""
     cbs = list(callbacks or [])
-    if verbose not in (0, False):
-        cbs.append(callbacks_mod.ProgbarLogger(verbose=1 if verbose == "auto" else verbose))
+    if verbose not in (0, False) and not any(type(cb).__name__ == "ProgbarLogger" for cb in cbs):
+        cbs.append(callbacks_mod.ProgbarLogger())
     if history is not None:
         cbs.insert(0, history)
     return callbacks_mod.CallbackList(cbs, model, params)
@@ -412,8 +414,8 @@ def evaluate(model, x, y, sample_weight=None, batch_size=None, verbose=0, callba
         batch_size = _batch_size(batch_size, what)
         placement, finite = engine.placement(), not settings.nonfinite_inputs_allowed()
         source = _evaluation_source(model, x, y, sample_weight, batch_size, steps, what, finite)
-        cbs = _callback_list(model, callbacks, 0 if verbose == "auto" else verbose,
-                             {"verbose": verbose, "steps": steps})
+        known = source.steps if steps is None or source.steps is None else min(steps, source.steps)
+        cbs = _callback_list(model, callbacks, verbose, {"verbose": verbose, "epochs": 1, "steps": known or steps})
         logs, metrics = _evaluated(model, source, steps, cbs, placement, what, finite, x)
         if return_dict:
             return logs
@@ -486,10 +488,10 @@ def first_array(x):
 
 def predict(model, x, batch_size, verbose, callbacks, steps=None):
     with alone(model, "predict"):
-        return _predict(model, x, batch_size, steps, f"Model {model.name!r}.predict")
+        return _predict(model, x, batch_size, steps, f"Model {model.name!r}.predict", verbose, callbacks)
 
 
-def _predict(model, x, batch_size, steps, what):
+def _predict(model, x, batch_size, steps, what, verbose=0, callbacks=None):
     batch_size = _batch_size(batch_size, what)
     finite = not settings.nonfinite_inputs_allowed()
     prepared = _prepare(model, x, None, what, with_labels=False, finite=finite)
@@ -497,10 +499,18 @@ def _predict(model, x, batch_size, steps, what):
         da.adapter(x, what, batch_size, arrays=prepared[0])
     compiled = model.trainer.step("predict")
     inputs = len(model.inputs)
-    outputs = [compiled.run(list(batch[:inputs])) for batch in
-               itertools.islice(_converted(model, source, 0, what, with_labels=False, finite=finite), steps)]
+    known = source.steps if steps is None or source.steps is None else min(steps, source.steps)
+    cbs = _callback_list(model, callbacks, verbose, {"verbose": verbose, "epochs": 1, "steps": known or steps})
+    cbs.on_predict_begin({})
+    outputs = []
+    for k, batch in enumerate(itertools.islice(_converted(model, source, 0, what, with_labels=False, finite=finite),
+                                               steps)):
+        cbs.on_predict_batch_begin(k, {})
+        outputs.append(compiled.run(list(batch[:inputs])))
+        cbs.on_predict_batch_end(k, {"outputs": outputs[-1]})
     if not outputs:
         raise _no_batch(f"{what}: x", x)
+    cbs.on_predict_end({})
     merged = [_join_batches([o[i] for o in outputs]) for i in range(len(model.outputs))]
     if model._output_keys:
         return dict(zip(model._output_keys, merged))
