@@ -11,6 +11,8 @@ the cluster's (the leader resolves them), so every process makes the same runtim
 same order, as the contract has it.  Outputs other than sums are gathered whole on the host, by a collective of
 zero-padded buffers.
 """
+import functools
+
 import tensorflow as tf
 
 from flowlayers.backend_common import micro_batch_bounds
@@ -35,7 +37,9 @@ class MirroredExecutable(BaseExecutable):
 
     def _retrace(self):
         p = self.program
-        self._fn = tf.function(self._step, reduce_retracing=True, autograph=False)
+        # a partial, not the bound method: TF counts traces per code object, so every executable's first trace
+        # would count as retracing of one function and warn; this way only this step's own retraces count
+        self._fn = tf.function(functools.partial(self._step), reduce_retracing=True, autograph=False)
         # On N devices, the replica's step and the update are functions traced once and called per device; on one
         # they are inlined (a call with hundreds of variable arguments costs more there than it saves).  XLA, if
         # asked, compiles each replica's forward and backward; the collective and updates stay outside.
