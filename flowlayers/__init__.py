@@ -7,6 +7,7 @@
 from . import blob_api  # noqa: F401  (gives Blob its operators and SBP members)
 from . import (activations, callbacks, checkpoint, config, data, distribute, env, export, initializers, job, losses,
                math, metrics, nn, optimizer, optimizers, parallel, regularizers, sbp, scope, settings, train, typing)
+from . import mixed_precision
 from . import distribute as distribute_mod
 from . import dtypes as _dtypes
 from . import layers
@@ -14,6 +15,7 @@ from .dtypes import bfloat16, double, float, float16, float32, float64, int8, in
 from .errors import (CheckpointError, ConfigError, DTypeError, EngineError, FlowLayersError, GraphError,
                      InputError, LayerError, SBPError, ShapeError)
 from .framework.blob import Blob
+from .mixed_precision import DTypePolicy
 from .framework import naming
 from .framework.variable import Variable, store
 from .initializers import (constant_initializer, glorot_normal_initializer, glorot_uniform_initializer,

@@ -1,9 +1,13 @@
 """This process among the processes of a job (OneFlow's ``flow.env``).
 
     python -m flowlayers.launch --processes 2 train.py      # the same script in 2 processes
+    srun --ntasks 2 python train.py                         # or SLURM, mpirun, a Kubernetes Indexed Job, TF_CONFIG
 
     flow.env.process_index()     # 0 or 1
     flow.env.process_count()     # 2
+
+Whatever started the job, it is read once into one Cluster (``framework/detect.py``), and process 0 says in one
+line what was found.  ``flow.env.init(...)`` gives what no system says, before the processes are first read.
 
 A script written for one process runs unchanged in several: ``flow.config.gpu_device_num(n)`` counts the devices
 of each process, the mesh spans all of them, and every process makes the same calls and receives the same full
@@ -12,21 +16,85 @@ those calls are accepted with their meaning, and checked against what the launch
 """
 import mmap
 import os
+import sys
 from dataclasses import dataclass
 
 from .errors import ConfigError
 from .framework import cluster as _cluster
+from .framework import detect as _detect
 
-_state = {"cluster": False, "machines": None, "ctrl_port": None, "data_port": None,
+_state = {"cluster": False,     # the job's Cluster once read (None: one process); False: not read yet
+          "detected": None,     # what started it (a detect.Detected), None for a process on its own
+          "machines": None, "ctrl_port": None, "data_port": None,
           "heart": None}        # heartbeat: a _Heart; False without the launcher; None: not looked for yet
 
 
 def cluster():
-    """The job's Cluster (``framework/cluster.py``), read from the launcher's environment once; None in a process
-    started on its own."""
+    """The job's Cluster: whatever started it (the launcher, SLURM, Open MPI, Kubernetes, TF_CONFIG; see
+    ``framework/detect.py``), read once, unless ``init`` gave it; None in a process on its own."""
     if _state["cluster"] is False:
-        _state["cluster"] = _cluster.from_environment()
+        _settle(_detect.detect())
     return _state["cluster"]
+
+
+def _settle(detected):
+    """Fix the job's processes for this process's life, and say on process 0 what started them."""
+    _state["detected"], _state["cluster"] = detected, detected.cluster() if detected else None
+    if detected is not None and detected.index == 0:
+        sys.stderr.write(f"flowlayers: {detected.describe()}\n")
+        sys.stderr.flush()
+
+
+def init(coordinator_address=None, process_count=None, process_index=None, local_device_ids=None):
+    """Say what no launcher says (JAX's ``jax.distributed.initialize`` arguments, with their meaning): the
+    coordinator ``"host:port"`` (process 0's; the processes' servers listen on the ports after it), the number of
+    processes and this one's index, and ``local_device_ids``, the GPUs of this host this process uses (it sets
+    ``CUDA_VISIBLE_DEVICES``, picking among those already visible; a CPU host has no device ids to pick).
+    Anything left None is detected as without the call; a value given must agree with the system that started
+    the job.  Call it first: once the processes were read (``process_index``, ``gpu_device_num``, a model), they
+    are fixed for the process's life, as the engines join them once."""
+    what = (f"flow.env.init(coordinator_address={coordinator_address!r}, process_count={process_count!r}, "
+            f"process_index={process_index!r}, local_device_ids={local_device_ids!r})")
+    if _state["cluster"] is not False:
+        now = _state["detected"].describe() if _state["detected"] else _detect.describe_nothing()
+        raise ConfigError(f"{what}: expected to be called before this process's job was first read (by "
+                          f"flow.env.process_index, flow.config.gpu_device_num, a model or an earlier init), "
+                          f"received a call after it was read as {now}; call flow.env.init first in the script")
+    if coordinator_address is not None:
+        if not isinstance(coordinator_address, str):
+            raise ConfigError(f"{what}: coordinator_address expected 'host:port', received {coordinator_address!r}")
+        _detect.check_address(coordinator_address, f"{what}: coordinator_address")
+    for name, value, low in (("process_count", process_count, 1), ("process_index", process_index, 0)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+            raise ConfigError(f"{what}: {name} expected an integer >= {low}, received {value!r}")
+    visible = _visible(local_device_ids, what)
+    detected = _detect.given(_detect.detect(coordinator=coordinator_address), process_count, process_index,
+                             coordinator_address, what)
+    if visible is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = visible
+    _settle(detected)
+
+
+def _visible(ids, what):
+    """``CUDA_VISIBLE_DEVICES`` for the device ids ``ids`` (an int or a sequence; ids among those visible now)."""
+    if ids is None:
+        return None
+    ids = [ids] if isinstance(ids, int) and not isinstance(ids, bool) else ids
+    if not isinstance(ids, (list, tuple)) or not ids or \
+            any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in ids) or len(set(ids)) != len(ids):
+        raise ConfigError(f"{what}: local_device_ids expected distinct device ids >= 0 (an int or a list), "
+                          f"received {ids!r}")
+    now = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if now and max(ids) >= len(now):
+        raise ConfigError(f"{what}: local_device_ids expected ids among the {len(now)} device(s) visible now "
+                          f"(CUDA_VISIBLE_DEVICES={','.join(now)}), received {ids!r}")
+    return ",".join(now[i] if now else str(i) for i in ids)
+
+
+def started_by():
+    """What started this job, in words (None: the process runs on its own)."""
+    cluster()
+    return _state["detected"].system if _state["detected"] else None
 
 
 def process_index():
@@ -60,10 +128,11 @@ def machine(*val):
     if not addrs:
         raise ConfigError(f"{what}: expected at least one machine, received none")
     hosts = list(cluster().hosts) if cluster() else ["127.0.0.1"]
-    if len(addrs) != len(hosts) or (len(addrs) > 1 and addrs != hosts):
-        raise ConfigError(f"{what}: expected the hosts this job was launched on, {hosts}, received {addrs}; start "
-                          f"the script on every host with python -m flowlayers.launch --hosts "
-                          f"{','.join(addrs)} --host-index I --coordinator {addrs[0]}:PORT")
+    if hosts and (len(addrs) != len(hosts) or (len(addrs) > 1 and addrs != hosts)):
+        how = ("start the script on every host with python -m flowlayers.launch --hosts "
+               f"{','.join(addrs)} --host-index I --coordinator {addrs[0]}:PORT"
+               if started_by() in (None, _detect.LAUNCHER) else f"name the hosts {started_by()} gave the job")
+        raise ConfigError(f"{what}: expected the hosts this job was launched on, {hosts}, received {addrs}; {how}")
     _state["machines"] = addrs
 
 

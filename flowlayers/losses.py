@@ -2,8 +2,10 @@
 
     model.compile(loss=flow.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.compile(loss="sparse_categorical_crossentropy")
+
+A loss is computed in float32 from 16-bit predictions (a ``mixed_bfloat16`` model's), as Keras computes it.
 """
-from . import dtypes
+from . import dtypes, mixed_precision
 from .errors import ConfigError
 from .framework import naming
 from .ops import elementwise as ew, nn, reduce
@@ -15,14 +17,28 @@ class Loss:
         self.name = name or naming.snake_case(type(self).__name__)
 
     def label_spec(self, y_pred):
-        """(shape, dtype) of the label placeholder for predictions ``y_pred``."""
-        return y_pred.shape, y_pred.dtype
+        """(shape, dtype) of the label placeholder for predictions ``y_pred`` (float32 for 16-bit ones)."""
+        return y_pred.shape, loss_dtype(y_pred.dtype)
 
     def __call__(self, y_true, y_pred):
+        """The per-example loss of ``y_pred`` (16-bit predictions cast to float32 first) against ``y_true``."""
+        return self.call(y_true, in_loss_dtype(y_pred))
+
+    def call(self, y_true, y_pred):
         raise NotImplementedError
 
     def get_config(self):
         return {"name": self.name, "from_logits": self.from_logits}
+
+
+def loss_dtype(dtype):
+    """The dtype a loss (or metric) computes in for predictions of ``dtype``: float32 for 16-bit floats (Keras'
+    losses take ``floatx``), the dtype itself otherwise."""
+    return dtypes.float32 if mixed_precision.half(dtype) else dtype
+
+
+def in_loss_dtype(y_pred):
+    return y_pred if loss_dtype(y_pred.dtype) == y_pred.dtype else ew.cast(y_pred, loss_dtype(y_pred.dtype))
 
 
 EPSILON = 1e-7     # Keras' backend.epsilon(): probabilities are clipped into [EPSILON, 1 - EPSILON]
@@ -47,7 +63,7 @@ class SparseCategoricalCrossentropy(Loss):
     def label_spec(self, y_pred):
         return y_pred.shape[:-1], dtypes.int32
 
-    def __call__(self, y_true, y_pred):
+    def call(self, y_true, y_pred):
         logits = y_pred if self.from_logits else _softmax_logits(y_pred)
         if logits is None:
             logits = _clipped_log(y_pred)
@@ -57,7 +73,7 @@ class SparseCategoricalCrossentropy(Loss):
 class CategoricalCrossentropy(Loss):
     """Keras 3's: from probabilities, normalised to sum to 1, then clipped: ``-sum(y * log(q))``."""
 
-    def __call__(self, y_true, y_pred):
+    def call(self, y_true, y_pred):
         logits = y_pred if self.from_logits else _softmax_logits(y_pred)
         if logits is not None:
             return nn.softmax_cross_entropy_with_logits(y_true, logits)
@@ -66,7 +82,7 @@ class CategoricalCrossentropy(Loss):
 
 
 class BinaryCrossentropy(Loss):
-    def __call__(self, y_true, y_pred):
+    def call(self, y_true, y_pred):
         sigmoid = y_pred.node.op.name == "sigmoid"     # Keras takes the logits of a sigmoid that made y_pred
         if self.from_logits or sigmoid:
             per = nn.sigmoid_cross_entropy_with_logits(y_true, y_pred.node.inputs[0] if sigmoid and not
@@ -78,12 +94,12 @@ class BinaryCrossentropy(Loss):
 
 
 class MeanSquaredError(Loss):
-    def __call__(self, y_true, y_pred):
+    def call(self, y_true, y_pred):
         return reduce.reduce_mean(ew.square(y_pred - y_true), axis=-1)
 
 
 class MeanAbsoluteError(Loss):
-    def __call__(self, y_true, y_pred):
+    def call(self, y_true, y_pred):
         return reduce.reduce_mean(ew.abs(y_pred - y_true), axis=-1)
 
 

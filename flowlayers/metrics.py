@@ -79,6 +79,9 @@ def _float(b):
     return ew.cast(b, dtypes.float32)
 
 
+_upcast = losses.in_loss_dtype      # 16-bit predictions are measured in float32, as Keras' metrics take them
+
+
 class SparseCategoricalAccuracy(Metric):
     def values(self, y_true, y_pred):
         return _float(ew.equal(reduce.argmax(y_pred, -1), ew.cast(y_true, dtypes.int64)))
@@ -98,18 +101,18 @@ class BinaryAccuracy(Metric):
         return {**super().get_config(), "threshold": self.threshold}
 
     def values(self, y_true, y_pred):
-        predicted = ew.cast(ew.greater(y_pred, self.threshold), y_true.dtype)
+        predicted = ew.cast(ew.greater(_upcast(y_pred), self.threshold), y_true.dtype)
         return reduce.reduce_mean(_float(ew.equal(predicted, y_true)), axis=-1)
 
 
 class MeanSquaredError(Metric):
     def values(self, y_true, y_pred):
-        return reduce.reduce_mean(ew.square(y_pred - y_true), axis=-1)
+        return reduce.reduce_mean(ew.square(_upcast(y_pred) - y_true), axis=-1)
 
 
 class MeanAbsoluteError(Metric):
     def values(self, y_true, y_pred):
-        return reduce.reduce_mean(ew.abs(y_pred - y_true), axis=-1)
+        return reduce.reduce_mean(ew.abs(_upcast(y_pred) - y_true), axis=-1)
 
 
 class Mean(Metric):

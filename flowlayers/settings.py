@@ -26,8 +26,10 @@ _state = {
     "seed": 0,
     "legacy_model_io": False,
     "nonfinite_inputs": False,    # NaN and infinity in float inputs and labels: refused unless allowed
+    "dtype_policy": None,         # a mixed_precision.DTypePolicy; None: the float dtype in force
 }
 _view_stack = []        # views of enclosing ``with`` view scopes, innermost last
+_policy_stack = []      # dtype policies of job functions being built (enable_auto_mixed_precision), innermost last
 
 
 def positive_int(value, what):
@@ -212,7 +214,30 @@ def nonfinite_inputs_allowed():
     return _state["nonfinite_inputs"]
 
 
+# Dtype policies ----------------------------------------------------------------------------------------------------
+def set_dtype_policy(policy):
+    """The global dtype policy (checked by ``flow.mixed_precision``); None: back to the default."""
+    _state["dtype_policy"] = policy
+
+
+def dtype_policy():
+    return _state["dtype_policy"]
+
+
+def push_dtype_policy(policy):
+    """``policy`` is what layers made take until ``pop_dtype_policy`` (a job function's build)."""
+    _policy_stack.append(policy)
+
+
+def pop_dtype_policy():
+    _policy_stack.pop()
+
+
+def scoped_dtype_policy():
+    return _policy_stack[-1] if _policy_stack else None
+
+
 def reset():
     """Every setting back to its default (a test's fresh start)."""
     _state.update(device_num=None, view=None, mesh=None, layout_rules={}, backend=None, seed=0,
-                  legacy_model_io=False, nonfinite_inputs=False)
+                  legacy_model_io=False, nonfinite_inputs=False, dtype_policy=None)

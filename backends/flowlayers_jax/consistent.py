@@ -93,14 +93,15 @@ class ConsistentExecutable(BaseExecutable):
             if p.loss is None:
                 return jnp.float32(0.0), (outs, news, seen)
             terms = [loss_terms(p, env) for env in envs]
-            return sum(t for t, _ in terms) / sum(c for _, c in terms), (outs, news, seen)
+            return self._scaled(sum(t for t, _ in terms) / sum(c for _, c in terms), slots), (outs, news, seen)
 
         if p.loss is None:
             _, (outs, news, _) = forward(trained, [])
             return outs, *self._apply(trained, [], slots, news, updated, lr, step, update)
         (_, (outs, news, _)), (grads, watched) = jax.value_and_grad(forward, argnums=(0, 1), has_aux=True)(
             trained, probes(forward, trained, p))
-        return outs + list(watched), *self._apply(trained, grads, slots, news, updated, lr, step, update)
+        return outs + self._unscaled(list(watched), slots), *self._apply(trained, grads, slots, news, updated, lr,
+                                                                          step, update)
 
 
 def _pinned(feeds, plan, program, runtime):

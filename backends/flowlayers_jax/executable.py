@@ -38,7 +38,8 @@ class BaseExecutable(Executable):
         p = program
         slot_vars = p.slots
         self._trained = [v.path for v in p.trainable]
-        self._slots = [s.path for v in p.trainable for s in slot_vars[v.path]]
+        # the slots of each trained variable, then the optimizer's own state (a loss scale), carried alike
+        self._slots = [s.path for v in p.trainable for s in slot_vars[v.path]] + [s.path for s in p.state]
         self._slot_counts = [len(slot_vars[v.path]) for v in p.trainable]
         self._updated = list(dict.fromkeys(v.path for v, _ in p.updates))
         written = set(self._trained) | set(self._slots) | set(self._updated)
@@ -239,6 +240,21 @@ class BaseExecutable(Executable):
         return outs, *carry
 
     # Inside the traced step ---------------------------------------------
+    def _scaled(self, target, slots):
+        """The loss a step differentiates: ``target`` times the optimizer's loss scale where it has one (read
+        from its state, the last of ``slots``)."""
+        p = self.program
+        if not p.state:
+            return target
+        scale = p.optimizer.loss_scale(slots[len(slots) - len(p.state):])
+        return target if scale is None else target * scale.astype(target.dtype)
+
+    def _unscaled(self, watched, slots):
+        """Watched gradients (``flow.watch_diff``) of a scaled loss, divided by the scale again."""
+        p = self.program
+        scale = p.optimizer.loss_scale(slots[len(slots) - len(p.state):]) if p.state else None
+        return watched if scale is None else [w / scale.astype(w.dtype) for w in watched]
+
     def _apply(self, trained, grads, slots, updates, updated, lr, step, update):
         """New trained values and slots by the optimizer's rule (unchanged without one), and the new updated
         state, each kept in its variable's sharding and dtype."""
@@ -247,10 +263,11 @@ class BaseExecutable(Executable):
             per_var, flat = [], iter(slots)
             for n in self._slot_counts:
                 per_var.append([next(flat) for _ in range(n)])
+            state = list(flat)
             grads = [g.astype(v.dtype) for g, v in zip(grads, trained)]
-            trained, per_var = functional.step(p.optimizer, self._math, p.trainable, trained, grads, per_var, lr,
-                                               step, update)
-            slots = [s for group in per_var for s in group]
+            trained, per_var, state = functional.stateful_step(p.optimizer, self._math, p.trainable, trained, grads,
+                                                               per_var, lr, step, update, state)
+            slots = [s for group in per_var for s in group] + state
         updated = [u.astype(v.dtype) for u, v in zip(updates, updated)] if updates else updated
         return [self._keep(group, k) for k, group in enumerate((trained, slots, updated))]
 

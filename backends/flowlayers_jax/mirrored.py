@@ -144,7 +144,7 @@ class MirroredExecutable(BaseExecutable):
             if p.loss is None:
                 return jnp.float32(0.0), (outs, news, jnp.float32(0.0), seen)
             terms = [loss_terms(p, env, rows) for env, (_, rows) in zip(envs, chunks)]
-            return sum(t for t, _ in terms), (outs, news, sum(c for _, c in terms), seen)
+            return self._scaled(sum(t for t, _ in terms), slots), (outs, news, sum(c for _, c in terms), seen)
 
         if p.loss is None:
             _, (outs, news, count, _) = forward(trained, [])
@@ -168,7 +168,7 @@ class MirroredExecutable(BaseExecutable):
             news = [u / weight.astype(u.dtype) for u in
                     self._sum([jnp.where(active > 0, u, jnp.zeros_like(u)) for u in news])]
         outs = [next(sums) if mode == "sum" else o for o, mode in zip(outs, p.output_modes)]
-        outs += [w / total.astype(w.dtype) for w in watched]
+        outs += [w / total.astype(w.dtype) for w in self._unscaled(watched, slots)]
         modes = p.returned_modes
         return ([o if m == "sum" else o[None] for o, m in zip(outs, modes)],
                 *self._apply(trained, grads, slots, news, updated, lr, step, update))

@@ -174,7 +174,8 @@ class ConsistentExecutable(BaseExecutable):
         contexts = [DTensorContext(p.phase, step, self.seed, rt, plan) for plan in plans]
         where_loss = rt.mesh_for(p.loss.node.placement) if p.loss is not None else rt.mesh
         envs, _, grads, watched = forward_backward(p, chunks, self._handles, contexts, mean=True,
-                                                   loss_scope=lambda: dtensor.default_mesh(where_loss))
+                                                   loss_scope=lambda: dtensor.default_mesh(where_loss),
+                                                   loss_scale=self.loss_scale(self._handles))
         grads, updates = [_unfolded(g) for g in grads], [_unfolded(envs[0][b]) for _, b in p.updates]
         # the sum's axes are made on the mesh of what it sums; the host reads every output replicated
         outs = outputs(p, envs, lambda blob: dtensor.default_mesh(rt.mesh_for(blob.node.placement)))
@@ -216,11 +217,22 @@ class ConsistentExecutable(BaseExecutable):
                         parts.append(executable.squared(blocks[j]))
                 squared.append(summed(parts))
             norms = self._norms(squared)
+        finite = None
+        if self.program.optimizer is not None and self.program.optimizer.checks_finite and grads:
+            # whether every gradient is finite, from every block on its device (a block held twice checks alike)
+            flags = []
+            for blocks, devices in zip(grads, (self.runtime.holders(self._handles[v.path])
+                                               for v in self.program.trainable)):
+                for block, device in zip(blocks, devices):
+                    with tf.device(self.runtime.devices[device]):
+                        flags.append(executable.all_finite([block]))
+            finite = tf.reduce_all(tf.stack(flags))
         for i, device in enumerate(self.runtime.devices):
             held = [self._position[v.path].get(i) for v in self._written]      # its block of each, or None
             pick = [None if j is None else blocks[j] for j, blocks in zip(held, list(grads) + list(updates))]
             with tf.device(device):
-                self._apply_copies(self._blocks[i], pick[:len(grads)], pick[len(grads):], lr, step, update, norms)
+                self._apply_copies(self._blocks[i], pick[:len(grads)], pick[len(grads):], lr, step, update, norms,
+                                   finite)
 
 
 @contextlib.contextmanager

@@ -68,6 +68,11 @@ def join(view, cluster, local):
                               f"job")
         return _joined["strategy"]
     check(local, f"flow.config.gpu_device_num({local})")       # reserves the logical CPU devices if not yet
+    if len(cluster.addresses) != cluster.count:
+        raise ConfigError(f"{NAMES[kind]} ({view!r} view, process {cluster.index} of {cluster.count}): expected the "
+                          f"address of every process's server, received {len(cluster.addresses)}: what started the "
+                          f"job does not say which host runs which process (mpirun over several nodes); start it "
+                          f"with srun, python -m flowlayers.launch or TF_CONFIG, or run the jax backend")
     try:
         strategy = _join_dtensor(cluster) if kind == "dtensor" else _join_mwms(cluster, local)
     except (ValueError, RuntimeError) as e:     # TF's context started already, or a peer cannot be reached

@@ -17,6 +17,8 @@ class TFMath:
     minimum = staticmethod(tf.minimum)
     maximum = staticmethod(tf.maximum)
     clip = staticmethod(tf.clip_by_value)
+    where = staticmethod(tf.where)
+    greater_equal = staticmethod(tf.greater_equal)
     whole_rules = frozenset({"sgd", "adam"})     # apply_sgd, apply_adam
 
     def __init__(self):
@@ -36,6 +38,25 @@ class TFMath:
     @staticmethod
     def assign(var, value):
         var.assign(value)
+
+    @staticmethod
+    def all_finite(values):
+        """Whether every element of every one of ``values`` is finite."""
+        return all_finite(values)
+
+    def when(self, flag, update, refs):
+        """``update()`` (which assigns ``refs`` in place) run only where ``flag`` holds: a ``tf.cond``, whose branch
+        makes its own constants (one made inside a branch cannot be used outside it)."""
+        kept = self._constants
+
+        def run():
+            self._constants = {}
+            update()
+            return tf.constant(True)
+        try:
+            tf.cond(flag, run, lambda: tf.constant(False))
+        finally:
+            self._constants = kept
 
     def apply_sgd(self, var, grad, m, lr, momentum, nesterov):
         """``m = momentum * m - lr * g; var += m`` (nesterov: ``var += momentum * m - lr * g``); no ``m``:
@@ -67,6 +88,7 @@ class BaseExecutable(Executable):
         self._check_placements()
         self.slot_vars = program.slots
         self._slot_paths = [s.path for v in program.trainable for s in self.slot_vars[v.path]]
+        self._state_paths = [s.path for s in program.state]     # the optimizer's own state (a loss scale)
         self._handles = None
 
     def _bind(self, handles):
@@ -85,15 +107,21 @@ class BaseExecutable(Executable):
     def _retrace(self):
         raise NotImplementedError
 
-    def _apply_copies(self, copies, grads, updates, lr, step, update=True, norms=None):
+    def _apply_copies(self, copies, grads, updates, lr, step, update=True, norms=None, finite=None):
         """The optimizer step of one device (``_apply_fn``, traced once for all) on ``copies``, its variables by
         path: its copies (mirrored view) or the blocks it holds (consistent view).  A variable the device does not
         hold (placed on other devices) comes as None, with its gradient, and is left to the devices holding it.
-        ``norms``: per variable, the gradient norm its clipping uses (``Optimizer.clipping_norms``)."""
+        ``norms``: per variable, the gradient norm its clipping uses (``Optimizer.clipping_norms``); ``finite``:
+        whether every whole gradient is finite (None: found from ``grads``, whole ones)."""
         p = self.program
         self._apply_fn(grads, updates, [copies.get(v.path) for v in p.trainable],
-                       [copies.get(k) for k in self._slot_paths], [copies.get(v.path) for v, _ in p.updates], lr, step,
-                       update, norms)
+                       [copies.get(k) for k in self._slot_paths + self._state_paths],
+                       [copies.get(v.path) for v, _ in p.updates], lr, step, update, norms, finite)
+
+    def loss_scale(self, handles):
+        """The factor the loss is multiplied by before the gradients (the optimizer's loss scale), or None."""
+        p = self.program
+        return p.optimizer.loss_scale([handles[k] for k in self._state_paths]) if p.state else None
 
     @property
     def _clips_by_norm(self):
@@ -104,20 +132,27 @@ class BaseExecutable(Executable):
         """Per variable, the norm its clipping uses, from each whole gradient's sum of squares (float32)."""
         return self.program.optimizer.clipping_norms(TFMath(), squared)
 
-    def _apply(self, grads, updates, trainable, slots, updated, lr, step, update=True, norms=None):
+    def _apply(self, grads, updates, trainable, slots, updated, lr, step, update=True, norms=None, finite=None):
         """The optimizer rule on one device's variables, and the state updates; elementwise, so a block of a
         variable is updated by the same block of its gradient as the whole would be (clipping by norm takes the
-        whole gradient's norm)."""
+        whole gradient's norm, a loss scale's check whether every whole gradient is finite)."""
         p, slots, xp = self.program, iter(slots), TFMath()
         step = tf.cast(step, tf.float32)
-        for var, handle, grad, norm in zip(p.trainable, trainable, grads, norms or [None] * len(p.trainable)):
-            var_slots = [next(slots) for _ in self.slot_vars[var.path]]
-            if handle is not None:
-                p.optimizer.apply_gradient(xp, handle, tf.cast(grad, handle.dtype), var_slots, lr, step, update,
-                                           p.optimizer.decays(var), None if norm is None else tf.cast(norm, handle.dtype))
+        per_var = [[next(slots) for _ in self.slot_vars[var.path]] for var in p.trainable]
+        state = list(slots)
+        grads = [None if h is None else tf.cast(g, h.dtype) for g, h in zip(grads, trainable)]
+        if norms is not None:
+            norms = [None if n is None or h is None else tf.cast(n, h.dtype) for n, h in zip(norms, trainable)]
+        p.optimizer.apply_all(xp, p.trainable, trainable, grads, per_var, lr, step, update, norms, state, finite)
         for handle, value in zip(updated, updates):
             if handle is not None:
                 handle.assign(tf.cast(value, handle.dtype))
+
+
+def all_finite(values):
+    """One boolean: whether every element of every one of ``values`` is finite."""
+    flags = [tf.reduce_all(tf.math.is_finite(v)) for v in values]
+    return tf.reduce_all(tf.stack(flags)) if flags else tf.constant(True)
 
 
 def squared(g):

@@ -50,7 +50,7 @@ class MirroredExecutable(BaseExecutable):
                                          jit_compile=p.jit_compile or None)
         if shared:
             self._apply_fn = tf.function(self._apply, autograph=False)
-        self._paths = [v.path for v in p.variables]
+        self._paths = [v.path for v in p.variables] + self._state_paths     # the loss scale read by the forward
 
     def __call__(self, feeds, handles, lr=0.0, step=1):
         self._bind(handles)
@@ -118,8 +118,9 @@ class MirroredExecutable(BaseExecutable):
         p = self.program
         ctx = LoweringContext(p.phase, step, self.seed, self.runtime.native_nchw, replica_id)
         chunks = _micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
-        envs, size, grads, watched = forward_backward(p, chunks, dict(zip(self._paths, variables)),
-                                                      [ctx] * len(chunks))
+        handles = dict(zip(self._paths, variables))
+        envs, size, grads, watched = forward_backward(p, chunks, handles, [ctx] * len(chunks),
+                                                      loss_scale=self.loss_scale(handles))
         return size, grads, [envs[0][b] for _, b in p.updates], outputs(p, envs) + watched
 
 

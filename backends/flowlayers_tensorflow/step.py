@@ -8,12 +8,14 @@ import tensorflow as tf
 from .lowering import run_graph
 
 
-def forward_backward(program, chunks, handles, contexts, loss_scope=contextlib.nullcontext, mean=False):
+def forward_backward(program, chunks, handles, contexts, loss_scope=contextlib.nullcontext, mean=False,
+                     loss_scale=None):
     """Run ``program`` on ``chunks`` (one feed list per micro-batch, each with its LoweringContext of
     ``contexts``) as independent chains that meet in the summed loss.  Returns ``(envs, element count, gradients
     of the trainable variables, gradients of the watched Blobs)``: gradients of the loss sum, or with ``mean`` of
     the mean over the elements; ``loss_scope()`` is where the sums are made.  Without a loss, only the first
-    chunk runs and there are no gradients."""
+    chunk runs and there are no gradients.  ``loss_scale`` (the optimizer's, a variable): the gradients of the
+    trainable variables are of the loss times it (the rule divides them again); the watched ones are not."""
     p = program
     envs = [dict(zip(p.inputs, feeds)) for feeds in chunks]
     if p.loss is None:
@@ -32,10 +34,16 @@ def forward_backward(program, chunks, handles, contexts, loss_scope=contextlib.n
         with loss_scope():
             total, size = summed(sums), summed(counts)
             target = total / size if mean else total
+            scale = None if loss_scale is None else tf.cast(loss_scale, tf.float32)
+            if scale is not None:
+                target = target * scale
     grads = tape.gradient(target, trainable + [envs[0][b] for b in p.gradients],
                           unconnected_gradients=tf.UnconnectedGradients.ZERO)
     grads = [tf.convert_to_tensor(g) for g in grads]
-    return envs, size, grads[:len(trainable)], grads[len(trainable):]
+    watched = grads[len(trainable):]
+    if scale is not None:
+        watched = [w / tf.cast(scale, w.dtype) for w in watched]
+    return envs, size, grads[:len(trainable)], watched
 
 
 def outputs(program, envs, scope=lambda blob: contextlib.nullcontext()):

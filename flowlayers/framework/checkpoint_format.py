@@ -60,6 +60,7 @@ import shutil
 import socket
 import stat
 import time
+import types
 import warnings
 
 import numpy as np
@@ -639,6 +640,7 @@ class Reader:
     def _is_slot(self, key):
         """A key ``<owner>/<variable path>/<slot name>`` of an optimizer whose state the checkpoint holds."""
         return any(key.startswith(owner + "/") and key.endswith(tuple("/" + s for s in saved["slot_names"]))
+                   or key in (f"{owner}/{s}" for s in saved.get("state_names", []))
                    for owner, saved in self.optimizers.items())
 
     def path(self, key):
@@ -766,7 +768,9 @@ def _is_entry(entry):
 def _is_optimizer_state(saved):
     return (isinstance(saved, dict) and isinstance(saved.get("class"), str)
             and isinstance(saved.get("slot_names"), list) and all(isinstance(s, str) for s in saved["slot_names"])
-            and _is_count(saved.get("iterations")) and saved["iterations"] < 2 ** 63)     # an int64 step counter
+            and _is_count(saved.get("iterations")) and saved["iterations"] < 2 ** 63     # an int64 step counter
+            and isinstance(saved.get("state_names", []), list) and all(isinstance(s, str) for s in
+                                                                       saved.get("state_names", [])))
 
 
 def _is_position(position):
@@ -849,9 +853,13 @@ def state(optimizers, seed, position=None):
 
 
 def slot_variables(optimizers):
-    """Checkpoint key -> slot Variable, for every optimizer (slots not made yet are made, as zeros)."""
-    return {f"{owner}/{var.path}/{name}": slot for owner, (opt, variables) in optimizers.items()
-            for var in variables if var.trainable for name, slot in zip(opt.all_slot_names, opt.slots(var))}
+    """Checkpoint key -> slot Variable, for every optimizer (slots not made yet are made, as zeros), and its own
+    state (a loss scale: ``<owner>/<name>``)."""
+    slots = {f"{owner}/{var.path}/{name}": slot for owner, (opt, variables) in optimizers.items()
+             for var in variables if var.trainable for name, slot in zip(opt.all_slot_names, opt.slots(var))}
+    slots.update({f"{owner}/{name}": var for owner, (opt, _) in optimizers.items()
+                  for name, var in opt.state_variables().items()})
+    return slots
 
 
 def restore(directory, weights, optimizers, extra_weights="refuse"):
@@ -897,21 +905,28 @@ def _open(directory, weights, extra_weights):
 
 
 def _optimizer_state(optimizer):
-    return {"class": type(optimizer).__name__, "slot_names": list(optimizer.all_slot_names),
-            "iterations": int(optimizer.iterations)}
+    saved = {"class": type(optimizer).__name__, "slot_names": list(optimizer.all_slot_names),
+             "iterations": int(optimizer.iterations)}
+    if optimizer.state_variables():
+        saved["state_names"] = list(optimizer.state_variables())
+    return saved
 
 
 def _matching(saved_all, directory, owner, optimizer):
     """The saved state for ``owner`` if a same-kind optimizer wrote it; else None (with a warning if the
     checkpoint holds another optimizer's state, which is then left out, as Keras does)."""
     saved, mine = saved_all.get(owner), _optimizer_state(optimizer)
-    if saved and saved["class"] == mine["class"] and saved["slot_names"] == mine["slot_names"]:
+    if saved and saved["class"] == mine["class"] and saved["slot_names"] == mine["slot_names"] and \
+            saved.get("state_names", []) == mine.get("state_names", []):
         return saved
     if saved_all:
         held = ", ".join(f"{o!r} ({s['class']})" for o, s in saved_all.items())
         warnings.warn(f"checkpoint {directory!r} holds the state of optimizer {held}; expected {owner!r} "
                       f"({mine['class']}), so the optimizer state is not restored (the weights are)", stacklevel=4)
     return None
+
+
+_SCALAR = types.SimpleNamespace(shape=(), dtype=dtypes.float32)    # what an optimizer's own state is checked as
 
 
 class DeferredOptimizerState:
@@ -927,6 +942,7 @@ class DeferredOptimizerState:
         self.reader = reader
         for owner, saved in reader.optimizers.items():
             keys = {f"{owner}/{v.path}/{s}": v for v in trainable if v.trainable for s in saved["slot_names"]}
+            keys.update({f"{owner}/{s}": _SCALAR for s in saved.get("state_names", [])})
             reader.check(keys)
             reader.verify(keys)     # a damaged checkpoint is refused by load_weights, not later by fit
 

@@ -1,8 +1,8 @@
 """Where a launched process stands: the environment the launcher sets, read into a ``contract.Cluster``.
 
 ``python -m flowlayers.launch`` starts the processes and tells each, through the environment, where it stands;
-``flow.env`` reads it once (``cluster()``) and the Placement hands it down to the backend, which joins its engine's
-own distributed runtime with it.  Without the launcher there is one process and no Cluster (None).
+``flow.env`` reads it once (``cluster()``, through ``detect.py``, which also knows the other systems that start
+jobs) and the Placement hands it down to the backend, which joins its engine's own distributed runtime with it.
 """
 import os
 import struct
@@ -22,8 +22,9 @@ HEARTBEAT = "FLOWLAYERS_HEARTBEAT"               # a file where this process rec
 HEARTBEAT_RECORD = struct.Struct("<qqqq")
 
 
-def from_environment(environ=None):
-    """The Cluster the launcher described in the environment, or None where it started no processes."""
+def read(environ=None):
+    """``(index, count, coordinator, addresses, hosts)`` as the launcher described them in the environment, or None
+    where it started no processes; damage is a ConfigError naming the variables."""
     environ = os.environ if environ is None else environ
     if COUNT not in environ:
         return None
@@ -40,4 +41,10 @@ def from_environment(environ=None):
         raise ConfigError(f"{where}: expected 0 <= {INDEX} < {COUNT} and one address per process in {ADDRESSES}, "
                           f"received index {index}, count {count}, {len(addresses)} address(es)")
     hosts = tuple(h for h in environ.get(HOSTS, "").split(",") if h) or ("127.0.0.1",)
-    return Cluster(index, count, coordinator, addresses, hosts) if count > 1 else None
+    return index, count, coordinator, addresses, hosts
+
+
+def from_environment(environ=None):
+    """The Cluster the launcher described in the environment, or None where it started no processes (or one)."""
+    got = read(environ)
+    return Cluster(*got) if got is not None and got[1] > 1 else None

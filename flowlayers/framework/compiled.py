@@ -24,7 +24,8 @@ class Compiled:
         self.program, self.placement = program, placement
         self.capabilities = engine.capabilities(placement.backend)
         check_rules(placement, program.variables, live_variables())     # before any variable moves
-        self.variables = list(program.variables) + [s for slots in program.slots.values() for s in slots]
+        self.variables = list(program.variables) + [s for slots in program.slots.values() for s in slots] + \
+            list(program.state)
         self._plans, self._handles, self._moved = {}, None, None
         self._nodes = {id(n) for n in program.nodes}
         if placement.consistent:

@@ -37,10 +37,11 @@ def build(inputs, outputs, output_modes, phase="predict", loss=None, optimizer=N
                          f"'sum'), received modes {list(output_modes)}")
     trained = [v for v in variables if v.trainable] if loss is not None else []
     slots = {v.path: tuple(optimizer.slots(v)) for v in trained} if optimizer is not None else {}
+    state = tuple(optimizer.state_variables().values()) if optimizer is not None and trained else ()
     return Program(tuple(inputs), tuple(outputs), tuple(output_modes), phase, loss, optimizer, jit_compile, name,
                    tuple(gradients), micro_batches, tuple(nodes),
                    tuple(recompute_units(nodes)) if phase == "train" else tuple(nodes), tuple(variables),
-                   tuple(updates), slots)
+                   tuple(updates), slots, state)
 
 
 def _unique(items):

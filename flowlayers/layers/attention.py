@@ -95,7 +95,9 @@ class MultiHeadAttention(Layer):
         scores = einsum_ops.einsum("aecd,abcd->acbe", k, q)                 # (batch, heads, q_seq, v_seq)
         allowed = self._allowed(query, value, mask[0] if mask else None, use_causal_mask)
         if allowed is not None:
-            scores = scores + (1.0 - allowed) * LARGE_NEGATIVE
+            large = -3e4 if scores.dtype == dtypes.float16 else LARGE_NEGATIVE    # Keras': -1e9 is -inf in float16
+            allowed = allowed if allowed.dtype == scores.dtype else ew.cast(allowed, scores.dtype)
+            scores = scores + (1.0 - allowed) * large
         probs = nn.softmax(scores, axis=-1)
         if self.dropout:
             probs = nn.dropout(probs, self.dropout, training=training, seed=self.seed)

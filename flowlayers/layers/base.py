@@ -10,13 +10,13 @@
 import functools
 import inspect
 
-from .. import dtypes, initializers, regularizers
+from .. import dtypes, initializers, mixed_precision, regularizers
 from ..errors import FlowLayersError, LayerError, ShapeError, describe_shape
 from ..framework import graph, naming
 from ..framework.blob import Blob
 from ..framework.variable import Variable, assign_all, store
 from ..inputs import Input
-from ..ops import source
+from ..ops import elementwise, source
 from ..serialization import check_remakes, object_spec
 
 _build_in_store = []   # non-empty while a job function builds: weights are found by path (OneFlow's get_variable)
@@ -32,7 +32,7 @@ class Layer:
             raise LayerError(f"{type(self).__name__}: unexpected keyword argument(s) {sorted(kwargs)}")
         if name is not None and (not isinstance(name, str) or not name or "/" in name):
             raise LayerError(f"{type(self).__name__}: name expected a non-empty string without '/', received {name!r}")
-        self.dtype = dtypes.as_dtype(dtype, f"layer {name or type(self).__name__!r}: dtype")
+        self.dtype_policy = mixed_precision.get(dtype, f"layer {name or type(self).__name__!r}: dtype")
         if name is not None:
             naming.reserve(name)
         self.name = name or naming.unique_name(naming.snake_case(type(self).__name__))
@@ -47,6 +47,25 @@ class Layer:
         super().__init_subclass__(**kwargs)
         if "__init__" in cls.__dict__:
             cls.__init__ = _names_kept_on_error(cls.__init__)
+
+    # Dtypes (Keras' policy: see flowlayers/mixed_precision.py) ------------
+    #: whether float inputs are cast to the compute dtype on entry and float variables read in it (Keras' autocast;
+    #: the normalisation layers, which compute their statistics in float32, turn it off)
+    autocast = True
+
+    @property
+    def dtype(self):
+        """The dtype of the layer's variables (Keras: ``layer.dtype`` is ``layer.variable_dtype``)."""
+        return dtypes.as_dtype(self.dtype_policy.variable_dtype)
+
+    @property
+    def variable_dtype(self):
+        return self.dtype
+
+    @property
+    def compute_dtype(self):
+        """The dtype the layer computes in and returns (a float input is cast to it on entry)."""
+        return dtypes.as_dtype(self.dtype_policy.compute_dtype)
 
     @property
     def trainable(self):
@@ -88,9 +107,14 @@ class Layer:
                 "kernel_regularizer": regularizers.serialize(self.kernel_regularizer),
                 "bias_regularizer": regularizers.serialize(self.bias_regularizer)}
 
-    def read(self, var):
-        """The Blob reading ``var`` in the graph being built."""
-        return source.variable(var)
+    def read(self, var, autocast=None):
+        """The Blob reading ``var`` in the graph being built: a float variable in the compute dtype (cast from its
+        own, as Keras' autocast scope reads it) unless ``autocast`` (default: the layer's) is off."""
+        blob = source.variable(var)
+        autocast = self.autocast if autocast is None else autocast
+        if autocast and _casts(blob.dtype, self.compute_dtype):
+            return elementwise.cast(blob, self.compute_dtype)
+        return blob
 
     @property
     def weights(self):
@@ -140,9 +164,17 @@ class Layer:
                 kwargs["training"] = training
             if mask is not None:        # not recorded: a saved model's rebuilt inputs carry it again
                 kwargs["mask"] = mask
-            outputs = graph.record_call(self, inputs, recorded, self.call(inputs, **kwargs))
+            outputs = graph.record_call(self, inputs, recorded, self.call(self._autocast(inputs), **kwargs))
             self.output = outputs
             return outputs
+
+    def _autocast(self, inputs):
+        """Keras' input conversion: each float input of another float dtype cast to the compute dtype."""
+        if not self.autocast:
+            return inputs
+        if isinstance(inputs, (list, tuple)):
+            return type(inputs)(self._autocast(x) for x in inputs)
+        return elementwise.cast(inputs, self.compute_dtype) if _casts(inputs.dtype, self.compute_dtype) else inputs
 
     @property
     def accepts_training(self):
@@ -201,7 +233,7 @@ class Layer:
     def get_config(self):
         """The constructor's arguments, as JSON values: ``type(layer).from_config(layer.get_config())`` makes the
         same layer (a whole-model save relies on it, so a layer with its own arguments returns them here)."""
-        return {"name": self.name, "trainable": self.trainable, "dtype": self.dtype.name}
+        return {"name": self.name, "trainable": self.trainable, "dtype": self.dtype_policy.name}
 
     @classmethod
     def from_config(cls, config):
@@ -223,6 +255,11 @@ def _names_kept_on_error(init):
             naming.restore(taken)
             raise
     return wrapped
+
+
+def _casts(dtype, compute):
+    """Whether a value of ``dtype`` is cast to ``compute``: floats of another float dtype, as Keras casts."""
+    return dtype.is_floating and compute.is_floating and dtype != compute
 
 
 def _shapes(inputs):

@@ -127,6 +127,9 @@ class Concatenate(_Merge):
 
 
 class Embedding(Layer):
+    #: Keras' Embedding gathers from its float32 table and casts the rows to the compute dtype
+    autocast = False
+
     def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", embeddings_regularizer=None, **kwargs):
         super().__init__(**kwargs)
         for what, v in (("input_dim", input_dim), ("output_dim", output_dim)):
@@ -143,7 +146,8 @@ class Embedding(Layer):
                                           self.embeddings_initializer, regularizer=self.embeddings_regularizer)
 
     def call(self, ids):
-        return embedding.gather(self.read(self.embeddings), ids)
+        rows = embedding.gather(self.read(self.embeddings), ids)
+        return rows if rows.dtype == self.compute_dtype else elementwise.cast(rows, self.compute_dtype)
 
     def get_config(self):
         return {**super().get_config(), "input_dim": self.input_dim, "output_dim": self.output_dim,
@@ -193,6 +197,8 @@ class ReversibleEmbedding(Embedding):
             kernel, equation = self.read(self.reverse_embeddings), f"{dims}w,wv->{dims}v"
         if self.reverse_dtype is not None:
             inputs, kernel = elementwise.cast(inputs, self.reverse_dtype), elementwise.cast(kernel, self.reverse_dtype)
+        elif inputs.dtype != kernel.dtype and inputs.dtype.is_floating:
+            inputs = elementwise.cast(inputs, kernel.dtype)    # Keras' promotion: 16-bit vectors, float32 table
         logits = einsum.einsum(equation, inputs, kernel)
         if self.logit_soft_cap is not None:
             logits = elementwise.tanh(logits / self.logit_soft_cap) * self.logit_soft_cap

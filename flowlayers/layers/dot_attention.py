@@ -9,11 +9,12 @@ softmax, a masked query step's output is zero and the output carries the query m
 """
 import numpy as np
 
+from .. import dtypes
 from ..errors import LayerError, ShapeError
 from ..ops import einsum, elementwise as ew, nn, reduce, shape as shape_ops
 from .base import Layer
 
-MASKED = 1e9        # what Keras subtracts from a masked score (float32)
+MASKED = 1e9        # what Keras subtracts from a masked score (float32; float16's largest number in float16)
 
 
 class Attention(Layer):
@@ -71,7 +72,8 @@ class Attention(Layer):
             causal = ew.constant(np.tril(np.ones((q.shape[1], v.shape[1]), np.float32)), q.dtype)
             keep = causal if keep is None else ew.multiply(keep, causal)
         if keep is not None:
-            scores = ew.subtract(scores, ew.multiply(ew.subtract(1.0, keep), MASKED))
+            masked = 65504.0 if scores.dtype == dtypes.float16 else MASKED
+            scores = ew.subtract(scores, ew.multiply(ew.subtract(1.0, keep), masked))
         weights = nn.softmax(scores, axis=-1)
         if self.dropout:
             weights = nn.dropout(weights, self.dropout, training=training, seed=self.seed)

@@ -1,10 +1,27 @@
 """BatchNormalization, LayerNormalization, GroupNormalization and UnitNormalization."""
 import numpy as np
 
-from .. import initializers, regularizers
+from .. import dtypes, initializers, mixed_precision, regularizers
 from ..errors import LayerError, ShapeError
 from ..ops import elementwise, norm, reduce, shape as shape_ops
 from .base import Layer
+
+
+def upcast(x):
+    """``x`` in at least float32 (Keras' normalisation layers compute their statistics so under a 16-bit policy)."""
+    return elementwise.cast(x, dtypes.float32) if mixed_precision.half(x.dtype) else x
+
+
+def read_as(layer, var, like):
+    """``var`` read without autocast, in ``like``'s dtype."""
+    blob = layer.read(var, autocast=False)
+    return blob if blob.dtype == like.dtype else elementwise.cast(blob, like.dtype)
+
+
+def in_compute_dtype(layer, y):
+    """A normalisation layer's output in its compute dtype (computed in at least float32)."""
+    return y if y.dtype == layer.compute_dtype or not layer.compute_dtype.is_floating else \
+        elementwise.cast(y, layer.compute_dtype)
 
 
 class BatchNormalization(Layer):
@@ -13,7 +30,9 @@ class BatchNormalization(Layer):
     In the mirrored view each replica normalises with its own batch statistics
     (as OneFlow's mirrored view does) and the moving statistics take the mean
     of the replicas' updates; the consistent view uses the whole logical batch.
+    Under a 16-bit policy the input is taken as it comes and normalised in float32, as Keras does.
     """
+    autocast = False
 
     def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones", moving_mean_initializer="zeros",
@@ -36,14 +55,15 @@ class BatchNormalization(Layer):
         self.fix_feature_dims(**{f"axis_{self.axis}": input_shape[self.axis]})
 
     def call(self, x, training=None):
+        x = upcast(x)
         dim = (x.shape[self.axis],)
-        gamma = self.read(self.gamma) if self.scale else elementwise.constant([1.0] * dim[0], x.dtype)
-        beta = self.read(self.beta) if self.center else elementwise.constant([0.0] * dim[0], x.dtype)
-        y, new_mean, new_var = norm.batch_norm(x, gamma, beta, self.read(self.moving_mean),
-                                               self.read(self.moving_variance), self.axis, self.momentum,
+        gamma = read_as(self, self.gamma, x) if self.scale else elementwise.constant([1.0] * dim[0], x.dtype)
+        beta = read_as(self, self.beta, x) if self.center else elementwise.constant([0.0] * dim[0], x.dtype)
+        y, new_mean, new_var = norm.batch_norm(x, gamma, beta, read_as(self, self.moving_mean, x),
+                                               read_as(self, self.moving_variance, x), self.axis, self.momentum,
                                                self.epsilon, training)
         y.node.updates = {1: self.moving_mean, 2: self.moving_variance}
-        return y
+        return in_compute_dtype(self, y)
 
     def get_config(self):
         return {**super().get_config(), "axis": self.axis, "momentum": self.momentum, "epsilon": self.epsilon,
@@ -52,6 +72,9 @@ class BatchNormalization(Layer):
 
 
 class LayerNormalization(Layer):
+    """Keras' LayerNormalization; under a 16-bit policy it normalises in float32, as Keras does."""
+    autocast = False
+
     def __init__(self, axis=-1, epsilon=1e-3, center=True, scale=True, beta_initializer="zeros",
                  gamma_initializer="ones", **kwargs):
         super().__init__(**kwargs)
@@ -68,10 +91,11 @@ class LayerNormalization(Layer):
         self.fix_feature_dims(**{f"axis_{a}": input_shape[a] for a in self.axis})
 
     def call(self, x):
+        x = upcast(x)
         shape = tuple(x.shape[a] for a in self.axis)
-        gamma = self.read(self.gamma) if self.scale else elementwise.constant(np.ones(shape), x.dtype)
-        beta = self.read(self.beta) if self.center else elementwise.constant(np.zeros(shape), x.dtype)
-        return norm.layer_norm(x, gamma, beta, self.axis, self.epsilon)
+        gamma = read_as(self, self.gamma, x) if self.scale else elementwise.constant(np.ones(shape), x.dtype)
+        beta = read_as(self, self.beta, x) if self.center else elementwise.constant(np.zeros(shape), x.dtype)
+        return in_compute_dtype(self, norm.layer_norm(x, gamma, beta, self.axis, self.epsilon))
 
     def get_config(self):
         return {**super().get_config(), "axis": self.axis, "epsilon": self.epsilon, "center": self.center,
@@ -82,7 +106,8 @@ class LayerNormalization(Layer):
 class GroupNormalization(Layer):
     """Keras' GroupNormalization: the channels on ``axis`` cut into ``groups`` (-1: one per channel), each
     example's group normalised over its channels and every other non-batch axis, then ``gamma`` and ``beta`` per
-    channel."""
+    channel; in float32 under a 16-bit policy, as Keras does."""
+    autocast = False
 
     def __init__(self, groups=32, axis=-1, epsilon=1e-3, center=True, scale=True, beta_initializer="zeros",
                  gamma_initializer="ones", beta_regularizer=None, gamma_regularizer=None, **kwargs):
@@ -115,6 +140,7 @@ class GroupNormalization(Layer):
         self.fix_feature_dims(**{f"axis_{axis}": dim})
 
     def call(self, x):
+        x = upcast(x)
         axis = self.axis % x.ndim
         dim = x.shape[axis]
         groups = dim if self.groups == -1 else self.groups
@@ -128,10 +154,10 @@ class GroupNormalization(Layer):
         per_channel = [1] * len(grouped)
         per_channel[axis:axis + 2] = [groups, dim // groups]
         if self.scale:
-            y = elementwise.multiply(y, shape_ops.reshape(self.read(self.gamma), per_channel))
+            y = elementwise.multiply(y, shape_ops.reshape(read_as(self, self.gamma, x), per_channel))
         if self.center:
-            y = elementwise.add(y, shape_ops.reshape(self.read(self.beta), per_channel))
-        return shape_ops.reshape(y, x.shape)
+            y = elementwise.add(y, shape_ops.reshape(read_as(self, self.beta, x), per_channel))
+        return in_compute_dtype(self, shape_ops.reshape(y, x.shape))
 
     def get_config(self):
         return {**super().get_config(), "groups": self.groups, "axis": self.axis, "epsilon": self.epsilon,

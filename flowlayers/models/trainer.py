@@ -41,6 +41,10 @@ class Trainer:
             raise InputError(f"{where}: steps_per_execution expected a positive int, received "
                              f"{steps_per_execution!r}")
         optimizer = optimizers_mod.get(optimizer)
+        if model.dtype_policy.name == "mixed_float16" and not isinstance(optimizer,
+                                                                         optimizers_mod.LossScaleOptimizer):
+            # Keras: a mixed_float16 model trains with dynamic loss scaling
+            optimizer = optimizers_mod.LossScaleOptimizer(optimizer, name="loss_scale_optimizer")
         if model.built and len(model.outputs) > 1 and loss is not None:
             self.heads = heads_mod.make_heads(model, loss, loss_weights, metrics)
             self.loss, self.metrics = [h.loss for h in self.heads], [m for h in self.heads for m in h.metrics]

@@ -6,9 +6,10 @@ arithmetic.  Keras 3 names and defaults.
 """
 from ..errors import ConfigError
 from .base import Optimizer
+from .loss_scale import LossScaleOptimizer
 from .rules import SGD, Adam, AdamW, RMSprop
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "get"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "LossScaleOptimizer", "get"]
 
 _BY_NAME = {"sgd": SGD, "adam": Adam, "adamw": AdamW, "rmsprop": RMSprop}
 

@@ -83,6 +83,32 @@ class Optimizer:
             self.decay(xp, var, lr)
         self.update(xp, var, grad, slots, lr, step)
 
+    def apply_all(self, xp, variables, refs, grads, slots, lr, step, update=True, norms=None, state=(),
+                  finite=None):
+        """One step's rule on every trained variable one device holds: ``refs`` its handles (or ``Ref``s; None
+        where it holds no block of that variable), ``grads`` and ``slots`` theirs, ``norms`` per variable the norm
+        its clipping uses (or None), ``state`` the optimizer's own state (``state_variables``, in order), ``finite``
+        whether every gradient of the step is finite, whole (None: found from ``grads``, when they are whole)."""
+        norms = norms or [None] * len(refs)
+        for var, ref, grad, per_var, norm in zip(variables, refs, grads, slots, norms):
+            if ref is not None:
+                self.apply_gradient(xp, ref, grad, per_var, lr, step, update, self.decays(var), norm)
+
+    def state_variables(self):
+        """``{name: Variable}``: the optimizer's own state beyond the slots (scalars, whole on every device),
+        updated by ``apply_all`` once per step and checkpointed with the slots; none for a plain rule."""
+        return {}
+
+    def loss_scale(self, state):
+        """The factor the step multiplies the loss by before taking gradients, from its own ``state`` values
+        (``LossScaleOptimizer``); None: the loss as it is."""
+        return None
+
+    @property
+    def checks_finite(self):
+        """Whether the rule needs ``finite`` (whether every gradient of the step is finite)."""
+        return False
+
     # Clipping and weight decay, before the rule ------------------------------
     @property
     def clips_by_norm(self):

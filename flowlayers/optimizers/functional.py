@@ -68,6 +68,25 @@ class FunctionalMath:
     def clip(self, x, lo, hi):
         return self.module.clip(_read(x), lo, hi)
 
+    def where(self, flag, a, b):
+        return self.module.where(flag, _read(a), _read(b))
+
+    def greater_equal(self, a, b):
+        return self.module.greater_equal(_read(a), _read(b))
+
+    def all_finite(self, values):
+        """Whether every element of every one of ``values`` is finite (one boolean scalar)."""
+        flags = [self.module.all(self.module.isfinite(_read(v))) for v in values]
+        return self.module.all(self.module.stack(flags)) if flags else self.module.asarray(True)
+
+    def when(self, flag, update, refs):
+        """``update()`` (which assigns ``refs``) taking effect only where ``flag`` holds: each of ``refs`` keeps
+        its value otherwise."""
+        before = [r.value for r in refs]
+        update()
+        for ref, old in zip(refs, before):
+            ref.value = self.module.where(flag, ref.value, old)
+
     def assign(self, ref, value):
         ref.value = self.module.asarray(_read(value), dtype=ref.value.dtype)
 
@@ -78,12 +97,19 @@ def step(optimizer, xp, variables, values, grads, slots, lr, step, update=None):
     ``lr`` and ``step`` (from 1; with ``gradient_accumulation_steps`` K, every K-th applies the rule, the others
     only accumulate; ``update`` says which where ``step`` is traced).  Returns (new values, new slots); nothing
     passed in is changed."""
+    return stateful_step(optimizer, xp, variables, values, grads, slots, lr, step, update)[:2]
+
+
+def stateful_step(optimizer, xp, variables, values, grads, slots, lr, step, update=None, state=()):
+    """``step`` of an optimizer with its own ``state`` (arrays in ``state_variables`` order: a
+    LossScaleOptimizer's scale and counters).  Returns (new values, new slots, new state)."""
     update = optimizer.is_update_step(step) if update is None else update
     refs = [Ref(v) for v in values]
     slot_refs = [[Ref(s) for s in per_var] for per_var in slots]
-    norms = [None] * len(refs)
+    state_refs = [Ref(s) for s in state]
+    norms = None
     if optimizer.clips_by_norm:
         norms = optimizer.clipping_norms(xp, [xp.module.sum(g * g) for g in grads])
-    for var, ref, grad, per_var, norm in zip(variables, refs, grads, slot_refs, norms):
-        optimizer.apply_gradient(xp, ref, grad, per_var, lr, step, update, optimizer.decays(var), norm)
-    return [r.value for r in refs], [[s.value for s in per_var] for per_var in slot_refs]
+    optimizer.apply_all(xp, variables, refs, grads, slot_refs, lr, step, update, norms, state_refs)
+    return [r.value for r in refs], [[s.value for s in per_var] for per_var in slot_refs], [s.value for s in
+                                                                                           state_refs]
