@@ -231,3 +231,12 @@ def test_process_0_says_in_one_line_what_started_the_job(tmp_path):
     assert said == ["flowlayers: SLURM (job 4242, SLURM_STEP_NUM_TASKS=2, SLURM_PROCID=0): process 0 of 2, "
                     "coordinator 127.0.0.1:61586"]
     assert "flowlayers: " not in outs[1].stderr
+
+
+def test_tensorflow_refuses_a_job_whose_process_addresses_are_unknown():
+    """mpirun over several nodes does not say which node holds which rank: TF's servers cannot be addressed."""
+    devices = pytest.importorskip("flowlayers_tensorflow.devices")
+    several = detect.detect(mpirun(1, size=4, local_size=2)).cluster()
+    with pytest.raises(flow.ConfigError, match=r"DTensor multi-client \('consistent' view, process 1 of 4\): expected "
+                                               r"the address of every process's server, received 0"):
+        devices.join("consistent", several, 1)
