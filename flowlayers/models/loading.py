@@ -1,5 +1,6 @@
-"""Whole-model load: the model ``model.save`` wrote (``saving.py`` describes the directory), rebuilt from its
-architecture, compiled as it was, its weights and optimizer state restored.
+"""Whole-model load: the model ``model.save`` wrote (``saving.py`` describes the directory; a ``.keras`` or ``.h5``
+file, Keras' or flowlayers', is read by ``keras_files/reading.py``), rebuilt from its architecture, compiled as it
+was, its weights and optimizer state restored.
 
 Loading runs no code from the file: only JSON and ``.npy`` arrays read without pickle, and classes found by name
 among flowlayers' own or in ``custom_objects``.
@@ -14,12 +15,14 @@ from ..framework.blob import Blob
 from ..inputs import Input
 from ..serialization import decode
 from .model import Model
+from .keras_files import formats, reading
 from .saving import FORMAT
 from .sequential import Sequential
 
 
 def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):  # noqa: A002 - Keras' name
-    """The model ``model.save`` wrote: rebuilt from its architecture, compiled as it was (``compile=False``:
+    """The model ``model.save`` wrote, or Keras wrote (a ``.keras`` or ``.h5`` file: ``keras_files/``; a directory:
+    flowlayers' checkpoint): rebuilt from its architecture, compiled as it was (``compile=False``:
     not compiled; the optimizer state then waits for the first ``fit`` after a ``compile``, as with
     ``load_weights``), its weights and optimizer state restored.  Custom layers, losses, metrics and optimizers
     come from ``custom_objects`` (class name -> class), as in Keras."""
@@ -34,10 +37,14 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):  # 
                           f"expected safe_mode=True (the default)")
     if not isinstance(compile, bool):
         raise ConfigError(f"{where}: compile expected True or False, received {compile!r}")
+    kind = formats.kind(path)
+    if os.path.isfile(path) and kind == formats.KERAS:
+        return reading.load_keras(path, custom_objects or {}, compile, where)
+    if os.path.isfile(path) and kind in (formats.LEGACY_H5, formats.WEIGHTS_H5):
+        return reading.load_legacy(path, custom_objects or {}, compile, where)
     if not os.path.isdir(path) and not checkpoint.exists(path):
-        raise CheckpointError(f"{where}: expected a directory written by model.save, received "
-                              f"{'a file' if os.path.exists(path) else 'a path that does not exist'}; a Keras "
-                              f".keras zip or .h5 file cannot be read")
+        raise CheckpointError(f"{where}: expected a .keras or .h5 file, or a directory written by model.save, "
+                              f"received {'a file of another extension' if os.path.exists(path) else 'a path that does not exist'}")
     description = checkpoint.Reader(path).state.get("model")
     if not isinstance(description, dict) or description.get("format") != FORMAT:
         raise CheckpointError(f"{where}: expected a whole model saved by model.save (format {FORMAT!r}), received "

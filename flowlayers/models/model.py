@@ -23,11 +23,12 @@ uses lives in ``model.trainer`` (``trainer.py``).
 """
 import contextlib
 import math
+import os
 
 import numpy as np
 
 from .. import engine, export as exporting
-from ..errors import GraphError, InputError, LayerError, ShapeError, describe_shape
+from ..errors import CheckpointError, GraphError, InputError, LayerError, ShapeError, describe_shape
 from ..framework import checkpoint_format as checkpoint
 from ..framework.blob import Blob
 from ..framework.graph import Call, apply, layer_scope, record_call, topo_sort, unit_inputs, unit_of, units
@@ -35,6 +36,7 @@ from ..inputs import Input
 from ..layers.base import Layer
 from ..parallel import report
 from . import saving, summary as summary_mod, training
+from .keras_files import archive as keras_archive, formats, legacy as keras_legacy, weights as keras_weights
 from .trainer import Trainer
 
 
@@ -260,32 +262,56 @@ class Model(Layer):
 
     # Saving ----------------------------------------------------------------
     def save_weights(self, filepath, overwrite=True, **kwargs):
-        """Logical weights, optimizer slots and step into directory ``filepath``; loads in any view or device count.
-        ``overwrite=False`` refuses a ``filepath`` that exists (Keras would ask; a program cannot be asked)."""
+        """Logical weights, optimizer slots and step: into a ``.weights.h5`` file in Keras 3's layout
+        (``keras_files/weights.py``; the optimizer's state where it is Keras' SGD, Adam, AdamW or RMSprop), or into
+        directory ``filepath`` for any other path (flowlayers' checkpoint: any optimizer, fit's position).  Both
+        load in any view or device count.  ``overwrite=False`` refuses a ``filepath`` that exists (Keras would ask;
+        a program cannot be asked)."""
+        where = f"Model {self.name!r}.save_weights"
         if kwargs:
-            raise InputError(f"Model {self.name!r}.save_weights: unexpected keyword argument(s) {sorted(kwargs)}; "
-                             f"expected filepath and overwrite")
-        checkpoint.refuse_existing(filepath, overwrite, f"Model {self.name!r}.save_weights")
-        self.trainer.save_checkpoint(filepath)
+            raise InputError(f"{where}: unexpected keyword argument(s) {sorted(kwargs)}; expected filepath and "
+                             f"overwrite")
+        kind = formats.kind(filepath)
+        if kind in (formats.KERAS, formats.LEGACY_H5):
+            raise CheckpointError(f"{where}({os.fspath(filepath)!r}): expected a path ending in .weights.h5 (Keras' "
+                                  f"weights file) or a path without .keras/.h5 (flowlayers' checkpoint directory), "
+                                  f"received a {'.keras' if kind == formats.KERAS else '.h5'} path; model.save writes "
+                                  f"whole models to those")
+        checkpoint.refuse_existing(filepath, overwrite, where)
+        if kind == formats.WEIGHTS_H5:
+            keras_weights.save_weights(self, os.fspath(filepath), where)
+        else:
+            self.trainer.save_checkpoint(filepath)
 
     def load_weights(self, filepath, **kwargs):
         """Weights and, if saved by the same kind of optimizer, its slots and step, resharded to the view in force.
 
-            model.load_weights("ckpt")
+            model.load_weights("ckpt")                  # flowlayers' checkpoint directory
+            model.load_weights("w.weights.h5")          # Keras' weights file; also a .keras or legacy .h5 file
 
         A checkpoint of another architecture (other shapes, missing weights, or weights this model does not
         have) or a damaged one raises CheckpointError and changes nothing.  Before ``compile`` the weights
-        load now and the optimizer state when ``compile``'s optimizer first trains, read again from the
-        checkpoint then (so keep it in place until that ``fit``).
+        load now and, from a checkpoint directory, the optimizer state when ``compile``'s optimizer first trains,
+        read again from the checkpoint then (so keep it in place until that ``fit``); a Keras file's optimizer
+        state loads only into a compiled model, as in Keras.
         """
+        where = f"Model {self.name!r}.load_weights"
         if kwargs:
-            raise InputError(f"Model {self.name!r}.load_weights: unexpected keyword argument(s) {sorted(kwargs)}; "
-                             f"expected filepath")
-        self.trainer.load_checkpoint(filepath)
+            raise InputError(f"{where}: unexpected keyword argument(s) {sorted(kwargs)}; expected filepath")
+        kind = formats.kind(filepath)
+        if os.path.isdir(filepath) or kind == formats.DIRECTORY:
+            self.trainer.load_checkpoint(filepath)
+        elif kind == formats.WEIGHTS_H5:
+            keras_weights.load_weights(self, os.fspath(filepath), where)
+        elif kind == formats.KERAS:
+            keras_archive.load_weights(self, os.fspath(filepath), where)
+        else:
+            keras_legacy.load_weights(self, os.fspath(filepath), where)
 
     def save(self, filepath, overwrite=True, zipped=None, **kwargs):
-        """The whole model - architecture, compile settings, weights, optimizer state - into directory
-        ``filepath``; ``flow.models.load_model(filepath)`` gives it back in any view (``saving.py``)."""
+        """The whole model - architecture, compile settings, weights, optimizer state: a ``.keras`` path is Keras
+        3's zip, a ``.h5`` path the legacy HDF5 model (both open in Keras), any other path flowlayers' checkpoint
+        directory; ``flow.models.load_model(filepath)`` gives it back in any view (``saving.py``)."""
         saving.save_model(self, filepath, overwrite, zipped, **kwargs)
 
     def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None, **kwargs):

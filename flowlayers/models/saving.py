@@ -1,7 +1,8 @@
 """Whole-model save: architecture, compile settings, weights and optimizer state in one directory.
 
-    model.save("mnist.keras")
-    model = flow.models.load_model("mnist.keras", custom_objects={"Scale": Scale})
+    model.save("mnist")                          # flowlayers' checkpoint directory
+    model = flow.models.load_model("mnist", custom_objects={"Scale": Scale})
+    model.save("mnist.keras")                    # Keras 3's file (keras_files/), which Keras opens too
 
 The directory is a checkpoint (``framework/checkpoint_format.py``: one ``.npy``
 per variable, a manifest with checksums, written atomically) whose manifest
@@ -27,31 +28,38 @@ again, so what saves loads.
 """
 import os
 
-from ..errors import CheckpointError, ConfigError, LayerError
+from ..errors import ConfigError, LayerError
 from ..framework import checkpoint_format as checkpoint, graph
 from ..serialization import encode, object_spec
+from .keras_files import archive, formats, legacy
 
 FORMAT = "flowlayers-model-1"
 
 
 # Saving ------------------------------------------------------------------
 def save_model(model, filepath, overwrite=True, zipped=None, **kwargs):
-    """``model.save``: Keras 3's signature; the model is written as a directory (``zipped=True`` is refused)."""
+    """``model.save``: Keras 3's signature.  The path's extension picks the file (``keras_files/formats.py``):
+    ``.keras`` Keras 3's zip, ``.h5``/``.hdf5`` the legacy HDF5 model, any other path flowlayers' checkpoint
+    directory (described above), which also holds what Keras' files have no place for."""
     where = f"Model {model.name!r}.save"
     if kwargs:
         raise ConfigError(f"{where}: unexpected keyword argument(s) {sorted(kwargs)}; expected filepath, overwrite "
                           f"and zipped")
     path = os.fspath(filepath)
-    if path.lower().endswith((".h5", ".hdf5")):
-        raise CheckpointError(f"{where}({path!r}): the HDF5 format is not supported; expected a path such as "
-                              f"'model.keras' (flowlayers writes a directory there)")
-    if zipped:
-        raise ConfigError(f"{where}: zipped={zipped!r} is not supported; flowlayers writes the model as a directory, "
-                          f"so expected zipped=None or False")
+    kind = formats.kind(path)
+    if zipped is not None and zipped != (kind == formats.KERAS):
+        expected = "zipped=None or True with a .keras path" if kind == formats.KERAS else \
+            "zipped=None or False: a zip is a .keras path, and flowlayers writes no unzipped Keras directory"
+        raise ConfigError(f"{where}({path!r}): zipped={zipped!r} does not fit the path; expected {expected}")
     checkpoint.refuse_existing(path, overwrite, where)
     model.require_built("save")
-    description = {"format": FORMAT, **_describe(model), "compile": _compile_config(model)}
-    model.trainer.save_checkpoint(path, extra_state={"model": description})
+    if kind == formats.KERAS:
+        archive.save(model, path, where)
+    elif kind in (formats.LEGACY_H5, formats.WEIGHTS_H5):      # Keras 3 too writes a legacy file for any .h5
+        legacy.save(model, path, where)
+    else:
+        description = {"format": FORMAT, **_describe(model), "compile": _compile_config(model)}
+        model.trainer.save_checkpoint(path, extra_state={"model": description})
 
 
 def _describe(model):
