@@ -11,13 +11,17 @@ starting its engine (TensorFlow on a CPU host records how many logical devices t
 pipeline run next finds them).  The values live in ``flowlayers.settings``; what runs takes them once, as a
 ``Placement`` (``placement()``), when it compiles or is called.
 """
+import os
+
 from . import engine, settings
+from .errors import ConfigError
 from .settings import (device_num, layout_rules, legacy_model_io_enabled, mesh_shape,  # noqa: F401
                        nonfinite_inputs_allowed, seed, set_seed, view)
 
 __all__ = ["gpu_device_num", "cpu_device_num", "device_num", "set_view", "view", "set_mesh", "mesh_shape",
            "set_layout_rules", "layout_rules", "set_backend", "backend_name", "set_seed", "seed", "placement",
-           "enable_legacy_model_io", "legacy_model_io_enabled", "allow_nonfinite_inputs", "nonfinite_inputs_allowed"]
+           "enable_legacy_model_io", "legacy_model_io_enabled", "allow_nonfinite_inputs", "nonfinite_inputs_allowed",
+           "set_compilation_cache", "compilation_cache"]
 
 
 def gpu_device_num(n):
@@ -75,6 +79,29 @@ def placement(view=None):
     """The settings in force as one immutable value, for ``view`` (default: the view in force): what a compile,
     a ``fit`` or a job call takes once and hands down."""
     return engine.placement(view)
+
+
+def set_compilation_cache(directory):
+    """Keep the programs the engine compiles in ``directory``, so that a later run (another process) of the same
+    model, shapes and settings loads them instead of compiling again (JAX's persistent compilation cache: the jax
+    backend; ``$FLOWLAYERS_COMPILATION_CACHE`` does the same).  ``None``: back to the environment variable's
+    choice; ``""``: off.  It takes effect for the programs compiled after it; set it before the first model runs::
+
+        flow.config.set_compilation_cache("~/.cache/flowlayers")
+
+    Refused by name on a backend that keeps no such cache (tensorflow), here or where a step first runs."""
+    what = f"flow.config.set_compilation_cache({directory!r})"
+    if directory is not None and not isinstance(directory, (str, os.PathLike)):
+        raise ConfigError(f"{what}: expected a directory path, '' (off) or None, received {type(directory).__name__}")
+    directory = None if directory is None else os.path.expanduser(os.fspath(directory))
+    if directory:
+        engine.check_compilation_cache(engine.backend_name(), what)
+    settings.set_compilation_cache(directory)
+
+
+def compilation_cache():
+    """The directory compiled programs are kept in, or None (off)."""
+    return settings.compilation_cache()
 
 
 def enable_legacy_model_io(val=True):

@@ -69,6 +69,7 @@ class Placement:
     layout_rules: Tuple = ()  # ((regex, per-dim mesh axes), ...), in the order they were given
     seed: int = 0
     cluster: Optional[Cluster] = None   # the processes of a launched job; None: this process alone
+    compilation_cache: Optional[str] = None     # where compiled programs are kept across processes; None: off
 
     @property
     def consistent(self):
@@ -119,6 +120,7 @@ class Capabilities:
     shows_program: bool = False         # ``Executable.compiled_text``: the program the engine compiles, as text
     # the artifact formats ``Backend.export`` writes and ``Backend.load_export`` reads ("tf_saved_model", "jax")
     exports: Tuple[str, ...] = ()
+    caches_compilations: bool = False   # ``Backend.cache_compilations``: compiled programs kept on disk
 
 
 class Node(Protocol):
@@ -293,6 +295,11 @@ class Backend(Protocol):
         """Several processes (``capabilities.processes``): join the engine's distributed runtime as soon as the
         process's device count is set (``view``: the view set explicitly, else None), before user code starts the
         engine; a backend that needs the view waits for one.  Never called for one process."""
+
+    def cache_compilations(self, directory: Optional[str]) -> None:
+        """``capabilities.caches_compilations``: keep the programs compiled from now on in ``directory`` and load
+        them from there when a later process compiles the same (None: stop).  Called with the
+        ``Placement.compilation_cache`` of each runtime the front end asks for, when it changed."""
 
     def export(self, program: Program, weights: Mapping[str, Any], spec: ExportSpec, filepath: str) -> str:
         """``capabilities.exports``: write the predict ``program`` with ``weights`` (each variable's whole logical

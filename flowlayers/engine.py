@@ -16,6 +16,7 @@ from .errors import ConfigError, InputError
 GROUP = "flowlayers.backends"
 _backends = {}
 _runtimes = {}
+_cache_in_force = {}    # backend name -> the compilation cache directory handed to it (None: off)
 _default = []
 
 
@@ -79,7 +80,7 @@ def placement(view=None):
     view = view or settings.view()
     mesh = tuple(settings.mesh_shape().items()) if view == "consistent" else ()
     return Placement(backend_name(), view, settings.device_num(), mesh, tuple(settings.layout_rules().items()),
-                     settings.seed(), env.cluster())
+                     settings.seed(), env.cluster(), settings.compilation_cache())
 
 
 def _engine_of(name, what):
@@ -115,6 +116,7 @@ def join_processes(view):
 def runtime(placement):
     """The runtime for ``placement``: its backend, view, device count and mesh.  Made once and then reused."""
     key = placement.runtime_key
+    _cache_compilations(placement)      # before anything compiles
     if key not in _runtimes:
         engine = _engine_of(placement.backend, "running a step")
         views = engine.capabilities.views
@@ -129,6 +131,27 @@ def runtime(placement):
                               f"choose a backend whose capabilities say processes=True")
         _runtimes[key] = engine.runtime(placement.view, placement.device_num, mesh, placement.cluster)
     return _runtimes[key]
+
+
+def check_compilation_cache(name, what):
+    """Refuse a compilation cache, naming ``what``, on backend ``name`` if it keeps none."""
+    if not capabilities(name).caches_compilations:
+        raise ConfigError(f"{what}: expected a backend that keeps compiled programs on disk (jax), received backend "
+                          f"{name!r}, which keeps none; unset the cache (flow.config.set_compilation_cache(''), or "
+                          f"unset FLOWLAYERS_COMPILATION_CACHE), or use the jax backend")
+
+
+def _cache_compilations(placement):
+    """Hand the placement's compilation cache (a directory, or None: off) to its backend, when it changed."""
+    if _cache_in_force.get(placement.backend, None) == placement.compilation_cache:
+        return
+    if placement.compilation_cache is not None:
+        check_compilation_cache(placement.backend, "compilation cache "
+                                f"{placement.compilation_cache!r} (flow.config.set_compilation_cache or "
+                                f"$FLOWLAYERS_COMPILATION_CACHE)")
+    if capabilities(placement.backend).caches_compilations:
+        backend(placement.backend).cache_compilations(placement.compilation_cache)
+    _cache_in_force[placement.backend] = placement.compilation_cache
 
 
 def _joined():

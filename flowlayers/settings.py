@@ -27,6 +27,7 @@ _state = {
     "legacy_model_io": False,
     "nonfinite_inputs": False,    # NaN and infinity in float inputs and labels: refused unless allowed
     "dtype_policy": None,         # a mixed_precision.DTypePolicy; None: the float dtype in force
+    "compilation_cache": None,    # a directory compiled programs are kept in; None: env FLOWLAYERS_COMPILATION_CACHE
 }
 _view_stack = []        # views of enclosing ``with`` view scopes, innermost last
 _policy_stack = []      # dtype policies of job functions being built (enable_auto_mixed_precision), innermost last
@@ -194,6 +195,18 @@ def seed():
     return _state["seed"]
 
 
+def set_compilation_cache(directory):
+    _state["compilation_cache"] = directory
+
+
+def compilation_cache():
+    """The directory set by ``set_compilation_cache`` or ``$FLOWLAYERS_COMPILATION_CACHE`` ("" in either: off), or
+    None."""
+    given = _state["compilation_cache"]
+    given = os.environ.get("FLOWLAYERS_COMPILATION_CACHE") if given is None else given
+    return given or None
+
+
 def set_legacy_model_io(val):
     if not isinstance(val, bool):
         raise ConfigError(f"flow.config.enable_legacy_model_io(val): expected True or False, received {val!r}")
@@ -240,4 +253,4 @@ def scoped_dtype_policy():
 def reset():
     """Every setting back to its default (a test's fresh start)."""
     _state.update(device_num=None, view=None, mesh=None, layout_rules={}, backend=None, seed=0,
-                  legacy_model_io=False, nonfinite_inputs=False, dtype_policy=None)
+                  legacy_model_io=False, nonfinite_inputs=False, dtype_policy=None, compilation_cache=None)

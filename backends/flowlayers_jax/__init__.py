@@ -31,7 +31,8 @@ class Backend:
         splits_dim_over_several_axes=True,     # a PartitionSpec entry may name several mesh axes
         processes=True,                         # JAX's multi-controller mode
         several_steps=True, takes_rows=True, shows_program=True,
-        exports=("jax", "tf_saved_model"))     # tf_saved_model through jax2tf, where TensorFlow is installed
+        exports=("jax", "tf_saved_model"),     # tf_saved_model through jax2tf, where TensorFlow is installed
+        caches_compilations=True)              # JAX's persistent compilation cache
 
     def runtime(self, view, device_num, mesh, cluster=None):
         from . import devices, runtime   # the engine starts here
@@ -44,6 +45,12 @@ class Backend:
         from . import devices
 
         devices.join(cluster)
+
+    def cache_compilations(self, directory):
+        """Keep compiled programs in ``directory`` (None: none), JAX's persistent compilation cache."""
+        from . import compile_cache
+
+        compile_cache.use(directory)
 
     def export(self, program, weights, spec, filepath):
         """The predict ``program`` with ``weights`` as a ``jax.export`` artifact or a SavedModel (see export.py)."""

@@ -11,6 +11,7 @@ import os
 
 from flowlayers.backend_common import CustomKernels
 from flowlayers.contract import Capabilities
+from flowlayers.errors import ConfigError
 
 from .signatures import supports
 
@@ -49,6 +50,12 @@ class Backend:
 
         if view is not None:
             devices.join(view, cluster, cluster.local(device_num))
+
+    def cache_compilations(self, directory):
+        """Refused: TensorFlow keeps its traced steps in the process only (capabilities: caches_compilations is
+        False, so the front end refuses the setting first)."""
+        raise ConfigError(f"compilation cache {directory!r}: the tensorflow backend keeps no compiled programs on "
+                          f"disk; expected no cache, or the jax backend")
 
     def export(self, program, weights, spec, filepath):
         """The predict ``program`` with ``weights`` as a SavedModel (see export.py)."""
