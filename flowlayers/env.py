@@ -91,6 +91,24 @@ def _visible(ids, what):
     return ",".join(now[i] if now else str(i) for i in ids)
 
 
+def speaks():
+    """Whether this process prints what the job does (``fit``'s progress bar): process 0 speaks for the job, every
+    process where ``$FLOWLAYERS_VERBOSE`` is set (the launcher's ``--verbose``)."""
+    return process_index() == 0 or bool(os.environ.get(_cluster.VERBOSE))
+
+
+def restart_point():
+    """A point where the job can stop and start again without losing work: ``BackupAndRestore`` calls it in every
+    process once a backup is in place.  Where the launcher asked for a restart (``--elastic``: a host's launcher
+    came back), the process exits here with ``RESTART_CODE``, and the launcher starts the job again with the new
+    membership, from this backup.  Otherwise (and without the launcher) it does nothing."""
+    path = os.environ.get(_cluster.RESTART_POINT)
+    if path and os.path.exists(path):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_cluster.RESTART_CODE)     # no cleanup that could wait on peers stopping here too
+
+
 def started_by():
     """What started this job, in words (None: the process runs on its own)."""
     cluster()

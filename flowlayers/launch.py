@@ -24,25 +24,19 @@ between the hosts; distinct ports let two "hosts" share one machine, as the test
 this host's ports are free before it starts anything.
 """
 import argparse
-import ctypes
+import functools
 import math
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 
 from .errors import ConfigError
 from .framework import cluster
-from .launch_guard import Guard
-from .launch_watch import Watch
+from .launch_job import Host, attempt, member_environments, process_environments
 
 GRACE_SECONDS = 10      # --grace-period's default: how long stopped processes get before SIGKILL
-POLL_SECONDS = 0.05     # how often the launcher looks at its processes
 
 
 def free_ports(n, host="127.0.0.1"):
@@ -74,6 +68,11 @@ def parse(argv):
     p.add_argument("--grace-period", type=float, default=GRACE_SECONDS,
                    help=f"seconds stopped processes get to exit after SIGTERM (or a forwarded SIGINT) before SIGKILL "
                         f"(default {GRACE_SECONDS})")
+    p.add_argument("--max-restarts", type=int, default=0,
+                   help="times the whole job is started again after a process fails or hangs (torchrun's meaning; "
+                        "default 0): the others are stopped first; with BackupAndRestore it resumes where it was")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="show every process's progress bar and the engines' own start-up lines (kept out by default)")
     p.add_argument("script", help="the Python script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments, passed through unchanged")
     a = p.parse_args(argv)
@@ -96,32 +95,19 @@ def parse(argv):
     for flag, value in (("--timeout", a.timeout), ("--grace-period", a.grace_period)):
         if not (math.isfinite(value) and value >= 0):
             p.error(f"{flag}: expected a finite number of seconds >= 0, received {value}")
+    if a.max_restarts < 0:
+        p.error(f"--max-restarts: expected 0 or more, received {a.max_restarts}")
     return a, hosts
 
 
 def environments(a, hosts):
     """Each local process's environment additions."""
-    count = a.processes * len(hosts)
     if len(hosts) == 1 and not a.coordinator:
         coordinator_port, *ports = free_ports(1 + a.processes)
         coordinator = f"{hosts[0]}:{coordinator_port}"
         addresses = [f"{hosts[0]}:{port}" for port in ports]
-    else:
-        coordinator = a.coordinator
-        base = int(coordinator.rsplit(":", 1)[1])
-        addresses = [f"{h}:{base + 1 + k * a.processes + i}" for k, h in enumerate(hosts) for i in range(a.processes)]
-    envs = []
-    for i in range(a.processes):
-        index = a.host_index * a.processes + i
-        env = {cluster.INDEX: str(index), cluster.COUNT: str(count), cluster.COORDINATOR: coordinator,
-               cluster.ADDRESSES: ",".join(addresses), cluster.HOSTS: ",".join(hosts), "PYTHONUNBUFFERED": "1"}
-        if a.devices_per_process:
-            env["FLOWLAYERS_CPU_DEVICES"] = str(a.devices_per_process)
-            if "CUDA_VISIBLE_DEVICES" not in os.environ:
-                d = a.devices_per_process
-                env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i * d + k) for k in range(d))
-        envs.append(env)
-    return envs
+        return process_environments(a, 0, coordinator, addresses, hosts)
+    return member_environments(a, hosts, list(range(len(hosts))))
 
 
 def local_ports(a, envs):
@@ -162,175 +148,46 @@ def check_ports(a, envs):
                               f"program that holds them")
 
 
+def taken_text(a, envs):
+    """What to add to a failure before the first step: this host's ports of the job another program holds."""
+    taken = unbindable(local_ports(a, envs))
+    return f"; in use on this host by another program: {_ports_text(taken)}" if taken else ""
+
+
 def _ports_text(taken):
     return ", ".join(f"port {port} ({what}): {why}" for port, what, why in taken)
-
-
-def _parent_death_signal(launcher):
-    """What each child runs before the script: it is SIGKILLed when the launcher dies (Linux's parent-death
-    signal; it reaches the child, not the child's children: the guard stops those), at once if it died already."""
-    try:
-        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl      # loaded here, not after the fork
-    except OSError:
-        prctl = None
-
-    def arm():
-        if prctl is not None:
-            prctl(1, signal.SIGKILL)        # PR_SET_PDEATHSIG
-        if os.getppid() != launcher:
-            os.kill(os.getpid(), signal.SIGKILL)
-    return arm
-
-
-def _ended(proc, guard):
-    """Whether ``proc`` has exited.  Once it has, its group is SIGKILLed (children it left behind) while its exit is
-    not yet collected, so that its id cannot name another group yet; then the exit is collected."""
-    if proc.returncode is not None:
-        return True
-    if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
-        return False
-    _signal_group(proc.pid, signal.SIGKILL)
-    guard.collected(proc.pid)
-    proc.wait()
-    return True
-
-
-def _signal_group(pgid, signum):
-    try:
-        os.killpg(pgid, signum)
-    except ProcessLookupError:
-        pass
-
-
-def _pump(stream, prefix, out, lock):
-    for line in iter(stream.readline, b""):
-        with lock:
-            out.write(prefix + line)
-            out.flush()
-    stream.close()
-
-
-def describe(code):
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
 
 
 def run(argv=None, out=None):
     """Launch, wait, and return the exit code: 0 when every process succeeded, else the first failure's code (1 for
     a process killed by a signal, or a hang), or 128 + N when the launcher received signal N (SIGINT, SIGTERM).
-    Ports of ``--coordinator`` that this host's processes could not listen on: a ConfigError, before anything
-    starts."""
+    With ``--max-restarts N`` a failure (a process that failed or hung) stops the others and starts the whole job
+    again, at most N times.  Ports of ``--coordinator`` that this host's processes could not listen on: a
+    ConfigError, before anything starts."""
     a, hosts = parse(sys.argv[1:] if argv is None else argv)
     envs = environments(a, hosts)
     check_ports(a, envs)
     folder = tempfile.mkdtemp(prefix="flowlayers-launch-")
     try:
-        return _run(a, envs, out or sys.stdout.buffer, folder)
+        with Host(out or sys.stdout.buffer) as host:
+            return _run(a, hosts, envs, host, folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run(a, envs, out, folder):
-    names = [int(env[cluster.INDEX]) for env in envs]
-    hearts = [os.path.join(folder, f"process-{n}") for n in names]
-    guard, received = Guard(), []
-    old = {s: signal.signal(s, lambda signum, _frame: received.append(signum)) for s in (signal.SIGINT,
-                                                                                           signal.SIGTERM)}
-    try:
-        procs = _start(a, envs, hearts, guard)
-        lock, pumps = threading.Lock(), []
-        for p, n in zip(procs, names):
-            pumps.append(threading.Thread(target=_pump, args=(p.stdout, f"[process {n}] ".encode(), out, lock),
-                                          daemon=True))
-            pumps[-1].start()
-        watch = Watch(hearts, time.monotonic())
-        kind, which = _wait(procs, watch, a.timeout, received, guard)
-        msg, code = _outcome(kind, which, procs, names, watch, a)
-        signum = which if kind == "signal" else signal.SIGTERM
-        stopped, killed = _stop(procs, signum, a.grace_period, guard)
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
-        guard.close()
-    for t in pumps:
-        t.join(timeout=5)
-    if kind == "done":
-        return 0
-    msg += f"; stopped process(es) {[names[i] for i in stopped]}" if stopped else ""
-    msg += (f"; process(es) {[names[i] for i in killed]} did not exit within --grace-period {a.grace_period:g} s "
-            f"of {signal.Signals(signum).name} and were killed by SIGKILL") if killed else ""
-    if kind != "signal" and not watch.seen[which].steps:      # it stopped before its first step: a port taken?
-        taken = unbindable(local_ports(a, envs))
-        msg += f"; in use on this host by another program: {_ports_text(taken)}" if taken else ""
-    with lock:
-        out.write(f"flowlayers.launch: {msg}\n".encode())
-        out.flush()
-    return code
-
-
-def _start(a, envs, hearts, guard):
-    """Start the script once per environment, each process in a group of its own, told to the guard."""
-    procs, arm = [], _parent_death_signal(os.getpid())
-    for env, heart in zip(envs, hearts):
-        procs.append(subprocess.Popen([sys.executable, a.script, *a.args],
-                                      env={**os.environ, **env, cluster.HEARTBEAT: heart}, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=arm))
-        guard.started(procs[-1].pid)
-    return procs
-
-
-def _wait(procs, watch, timeout, received, guard):
-    """Poll until the job ends: ``("done", None)``, ``("failed", i)``, ``("hung", i)`` or ``("signal", signum)``."""
-    while True:
-        if received:
-            return "signal", received[0]
-        running = [i for i, p in enumerate(procs) if not _ended(p, guard)]
-        failed = next((i for i, p in enumerate(procs) if p.returncode not in (None, 0)), None)
-        if failed is not None:
-            return "failed", failed
-        if not running:
-            return "done", None
-        now = time.monotonic()
-        watch.look(now)
-        hung = watch.stalled(running, now, timeout) if timeout else None
-        if hung is not None:
-            return "hung", hung
-        time.sleep(POLL_SECONDS)
-
-
-def _stop(procs, signum, grace, guard):
-    """Send ``signum`` to the group of every process still running, wait up to ``grace`` seconds for them to exit,
-    then SIGKILL the groups left.  Returns (the processes stopped, those SIGKILLed)."""
-    stopped = [i for i, p in enumerate(procs) if not _ended(p, guard)]
-    for i in stopped:
-        _signal_group(procs[i].pid, signum)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and not all(_ended(procs[i], guard) for i in stopped):
-        time.sleep(POLL_SECONDS)
-    killed = [i for i in stopped if not _ended(procs[i], guard)]
-    for i in killed:
-        _signal_group(procs[i].pid, signal.SIGKILL)
-        procs[i].wait()
-        guard.collected(procs[i].pid)
-    return stopped, killed
-
-
-def _outcome(kind, which, procs, names, watch, a):
-    """The message naming what ended the job (before the others are stopped), and the launcher's exit code."""
-    if kind == "done":
-        return "", 0
-    if kind == "signal":
-        return f"received {signal.Signals(which).name}", 128 + which
-    if kind == "hung":
-        running = [i for i, p in enumerate(procs) if p.returncode is None]
-        return (f"process {names[which]} made no progress for {a.timeout:g} s (--timeout): "
-                f"{watch.report(which, running, names)}", 1)
-    code = procs[which].returncode
-    return f"process {names[which]} {describe(code)}", code if code > 0 else 1
+def _run(a, hosts, envs, host, folder):
+    """The job, started again after each failure while ``--max-restarts`` allows."""
+    for number in range(a.max_restarts + 1):
+        if number:
+            envs = environments(a, hosts)       # one host: fresh free ports
+        end = attempt(a, envs, host, os.path.join(folder, f"attempt-{number}"),
+                      diagnose=functools.partial(taken_text, a, envs))
+        if end.kind in ("done", "signal") or number == a.max_restarts or host.received:
+            break
+        host.say(f"{end.message}; restarting the job (restart {number + 1} of {a.max_restarts})")
+    if end.kind != "done":
+        host.say(end.message)
+    return end.code
 
 
 def main():

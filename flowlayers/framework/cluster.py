@@ -16,6 +16,9 @@ COORDINATOR = "FLOWLAYERS_COORDINATOR"          # host:port of process 0's coord
 ADDRESSES = "FLOWLAYERS_PROCESS_ADDRESSES"       # host:port per process, comma-separated, in process order
 HOSTS = "FLOWLAYERS_HOSTS"                       # the job's hosts, comma-separated (the launcher's --hosts)
 HEARTBEAT = "FLOWLAYERS_HEARTBEAT"               # a file where this process records its progress (env.heartbeat)
+VERBOSE = "FLOWLAYERS_VERBOSE"                   # set: every process prints its progress (the launcher's --verbose)
+RESTART_POINT = "FLOWLAYERS_RESTART_POINT"       # a file whose presence asks for a stop after the next backup
+RESTART_CODE = 75                                # a process's exit code at that stop (EX_TEMPFAIL: "try again")
 # env.heartbeat's record in that file, rewritten in place (a shared memory map): the stages begun (each program
 # compiled, each step), the steps begun, 1 if the last stage was a step (0: a program compiled), and the stage count
 # again, so that a record read while it was being written shows two counts

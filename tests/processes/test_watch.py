@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import flowlayers as flow
-from flowlayers import launch, launch_guard
+from flowlayers import launch, launch_guard, launch_job
 
 HANG = str(Path(__file__).resolve().parents[1] / "process_programs" / "hang.py")
 TIMEOUT = 40        # --timeout of the hang tests: start-up and compiling on a busy machine stay well within it
@@ -275,7 +275,7 @@ def test_a_process_that_exits_takes_the_children_it_left_with_it():
     recorded = [(child, started(child)[0])]
     told, deadline = Told(), time.time() + 30
     try:
-        while not launch._ended(proc, told):
+        while not launch_job.ended(proc, told):
             assert time.time() < deadline
             time.sleep(0.02)
         assert proc.returncode == 0 and told.groups == [proc.pid]
