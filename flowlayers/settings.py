@@ -204,7 +204,7 @@ def compilation_cache():
     None."""
     given = _state["compilation_cache"]
     given = os.environ.get("FLOWLAYERS_COMPILATION_CACHE") if given is None else given
-    return given or None
+    return os.path.expanduser(given) if given else None
 
 
 def set_legacy_model_io(val):
