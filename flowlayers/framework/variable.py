@@ -126,9 +126,15 @@ class Variable:
         layout = self.layout(placement)
         home = self._home
         if home is None or home[0] is not runtime or home[1] != layout:
-            value = home[0].read(home[2]) if home is not None else None
+            value = home[0].read(home[2]) if home is not None else self._host_value(placement)
             self._move((runtime, layout, runtime.create_variable(self.spec(placement, layout), value)))
         return self._home[2]
+
+    def _host_value(self, placement):
+        """The initial value an initializer makes on the host (``Orthogonal``), in this variable's dtype; None
+        where the backend draws it."""
+        value = self.initializer.host_value(self.shape, self.seed(placement.seed))
+        return None if value is None else np.asarray(value, self.dtype.numpy)
 
     @property
     def location(self):

@@ -10,6 +10,7 @@ from .functional import batch_normalization, conv2d, dense
 from .normalization import BatchNormalization, LayerNormalization
 from .pooling import (AveragePooling2D, AvgPool2D, GlobalAveragePooling2D, GlobalAvgPool2D, GlobalMaxPool2D,
                       GlobalMaxPooling2D, MaxPool2D, MaxPooling2D)
+from .recurrent import GRU, LSTM, SimpleRNN
 from .reshaping import Flatten, Reshape, UpSampling2D, ZeroPadding2D
 
 Convolution1D, Convolution2D, Convolution2DTranspose = Conv1D, Conv2D, Conv2DTranspose
@@ -21,5 +22,5 @@ __all__ = [
     "GlobalAveragePooling2D", "GlobalAvgPool2D", "GlobalMaxPooling2D", "GlobalMaxPool2D", "UpSampling2D",
     "ZeroPadding2D", "Rescaling", "Subtract", "Multiply", "Average", "add", "subtract", "multiply", "average",
     "concatenate", "Conv2DTranspose", "Convolution2DTranspose", "MultiHeadAttention",
-    "EinsumDense", "ReversibleEmbedding",
+    "EinsumDense", "ReversibleEmbedding", "SimpleRNN", "LSTM", "GRU",
 ]

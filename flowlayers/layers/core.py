@@ -127,12 +127,22 @@ class Concatenate(_Merge):
 
 
 class Embedding(Layer):
-    def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", embeddings_regularizer=None, **kwargs):
+    """``mask_zero=True``: id 0 pads, and a recurrent layer fed this layer's output skips those steps (Keras'
+    mask; an id of 0 is then not a word, so ``input_dim`` counts it)."""
+
+    def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", embeddings_regularizer=None,
+                 embeddings_constraint=None, mask_zero=False, **kwargs):
         super().__init__(**kwargs)
         for what, v in (("input_dim", input_dim), ("output_dim", output_dim)):
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise LayerError(f"layer {self.name!r} (Embedding): {what} expected a positive int, received {v!r}")
-        self.input_dim, self.output_dim = input_dim, output_dim
+        if embeddings_constraint is not None:
+            raise LayerError(f"layer {self.name!r} (Embedding): embeddings_constraint is not supported by "
+                             f"flowlayers, received {embeddings_constraint!r}; expected None")
+        if not isinstance(mask_zero, bool):
+            raise LayerError(f"layer {self.name!r} (Embedding): mask_zero expected True or False, received "
+                             f"{mask_zero!r}")
+        self.input_dim, self.output_dim, self.mask_zero = input_dim, output_dim, mask_zero
         init = "random_uniform" if embeddings_initializer == "uniform" else embeddings_initializer
         self.embeddings_initializer = initializers.get(init)
         self.embeddings_regularizer = regularizers.get(embeddings_regularizer,
@@ -148,7 +158,8 @@ class Embedding(Layer):
     def get_config(self):
         return {**super().get_config(), "input_dim": self.input_dim, "output_dim": self.output_dim,
                 "embeddings_initializer": initializers.serialize(self.embeddings_initializer),
-                "embeddings_regularizer": regularizers.serialize(self.embeddings_regularizer)}
+                "embeddings_regularizer": regularizers.serialize(self.embeddings_regularizer),
+                "embeddings_constraint": None, "mask_zero": self.mask_zero}
 
 
 class ReversibleEmbedding(Embedding):

@@ -48,6 +48,10 @@ EXAMPLES = {
                     (4, 6)),
     L.MultiHeadAttention: (dict(num_heads=2, key_dim=3, value_dim=2, output_shape=5, dropout=0.1,
                                 kernel_regularizer="l2", seed=4), [(4, 6), (3, 6)]),    # mha([query, value])
+    L.SimpleRNN: (dict(units=3, activation="relu", return_sequences=True, go_backwards=True), SEQUENCE),
+    L.LSTM: (dict(units=3, recurrent_activation="hard_sigmoid", unit_forget_bias=False, dropout=0.2, seed=1),
+             SEQUENCE),
+    L.GRU: (dict(units=3, reset_after=False, return_sequences=True), [SEQUENCE, (3,)]),     # gru([x, state])
 }
 
 

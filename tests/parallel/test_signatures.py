@@ -40,6 +40,7 @@ from flowlayers import ops
 from flowlayers.errors import SBPError
 from flowlayers.framework.op_def import Signature
 from flowlayers.framework.variable import store
+from flowlayers.ops.recurrent import rnn
 from flowlayers.ops.source import placeholder
 from flowlayers.parallel import force_signature, propagate, signatures_of
 from flowlayers.sbp import Split, broadcast, partial_sum
@@ -147,6 +148,12 @@ CASES = {
     "gather": (lambda t, i: ops.embedding.gather(t, i), [((6, 4), F), ((4, 2), _ints(6))]),
     "one_hot": (lambda i: ops.nn.one_hot(i, 6), [((4, 2), _ints(6))]),
     "argmax": (lambda x: ops.reduce.argmax(x, axis=1), [((4, 6), F)]),
+    # an LSTM's whole sequence from given states, a mask of 0/1 ids; a GRU (reset_after) run backwards
+    "rnn_lstm": (lambda x, k, r, b, h, c, m: rnn(x, k, r, b, [h, c], m, cell="lstm", units=2,
+                                                   return_sequences=True)[0],
+                 [((4, 3, 5), F), ((5, 8), F), ((2, 8), F), ((8,), F), ((4, 2), F), ((4, 2), F), ((4, 3), _ints(2))]),
+    "rnn_gru": (lambda x, k, r, b: rnn(x, k, r, b, cell="gru", units=2, go_backwards=True)[0],
+                [((4, 3, 5), F), ((5, 6), F), ((2, 6), F), ((2, 6), F)]),
 }
 CONSTRAINT = "sbp_constraint"        # its signature is the SBP it pins: tried by pinning, not by forcing
 MASKED_DROPOUT = (lambda a: flow.nn.dropout(a, 0.5), [((4, 6), F)])   # compared with itself, not one device
