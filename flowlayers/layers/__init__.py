@@ -1,6 +1,7 @@
 """Keras-style layers (``Dense``) and OneFlow's functional layers (``dense``) in one namespace."""
 from .attention import MultiHeadAttention
 from .base import Layer
+from .bidirectional import Bidirectional
 from .convolution import Conv1D, Conv2D, Conv2DTranspose
 from .core import (Activation, Add, Average, Concatenate, Dropout, Embedding, Multiply, ReLU, Rescaling,
                    ReversibleEmbedding, Softmax, Subtract, add, average, concatenate, multiply, subtract)
@@ -22,5 +23,5 @@ __all__ = [
     "GlobalAveragePooling2D", "GlobalAvgPool2D", "GlobalMaxPooling2D", "GlobalMaxPool2D", "UpSampling2D",
     "ZeroPadding2D", "Rescaling", "Subtract", "Multiply", "Average", "add", "subtract", "multiply", "average",
     "concatenate", "Conv2DTranspose", "Convolution2DTranspose", "MultiHeadAttention",
-    "EinsumDense", "ReversibleEmbedding", "SimpleRNN", "LSTM", "GRU",
+    "EinsumDense", "ReversibleEmbedding", "SimpleRNN", "LSTM", "GRU", "Bidirectional",
 ]

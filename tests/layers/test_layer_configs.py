@@ -52,6 +52,7 @@ EXAMPLES = {
     L.LSTM: (dict(units=3, recurrent_activation="hard_sigmoid", unit_forget_bias=False, dropout=0.2, seed=1),
              SEQUENCE),
     L.GRU: (dict(units=3, reset_after=False, return_sequences=True), [SEQUENCE, (3,)]),     # gru([x, state])
+    L.Bidirectional: (dict(layer=L.LSTM(3, return_sequences=True), merge_mode="sum"), SEQUENCE),
 }
 
 
