@@ -13,6 +13,7 @@ from .pooling import (AveragePooling2D, AvgPool2D, GlobalAveragePooling2D, Globa
                       GlobalMaxPooling2D, MaxPool2D, MaxPooling2D)
 from .recurrent import GRU, LSTM, SimpleRNN
 from .reshaping import Flatten, Reshape, UpSampling2D, ZeroPadding2D
+from .time_distributed import TimeDistributed
 
 Convolution1D, Convolution2D, Convolution2DTranspose = Conv1D, Conv2D, Conv2DTranspose
 
@@ -23,5 +24,5 @@ __all__ = [
     "GlobalAveragePooling2D", "GlobalAvgPool2D", "GlobalMaxPooling2D", "GlobalMaxPool2D", "UpSampling2D",
     "ZeroPadding2D", "Rescaling", "Subtract", "Multiply", "Average", "add", "subtract", "multiply", "average",
     "concatenate", "Conv2DTranspose", "Convolution2DTranspose", "MultiHeadAttention",
-    "EinsumDense", "ReversibleEmbedding", "SimpleRNN", "LSTM", "GRU", "Bidirectional",
+    "EinsumDense", "ReversibleEmbedding", "SimpleRNN", "LSTM", "GRU", "Bidirectional", "TimeDistributed",
 ]

@@ -53,6 +53,7 @@ EXAMPLES = {
              SEQUENCE),
     L.GRU: (dict(units=3, reset_after=False, return_sequences=True), [SEQUENCE, (3,)]),     # gru([x, state])
     L.Bidirectional: (dict(layer=L.LSTM(3, return_sequences=True), merge_mode="sum"), SEQUENCE),
+    L.TimeDistributed: (dict(layer=L.Dense(2, activation="relu")), SEQUENCE),
 }
 
 
