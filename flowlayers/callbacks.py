@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from . import engine, env, metrics, settings
+from . import engine, env, metrics, settings, tensorboard
 from .errors import CheckpointError, ConfigError
 from .framework import checkpoint_format as checkpoint
 
@@ -182,6 +182,7 @@ class CallbackList:
     def __init__(self, callbacks, model, params):
         self.callbacks = list(callbacks)
         for cb in self.callbacks:
+            tensorboard.adapt(cb)      # Keras' TensorBoard: the weights' host values, no graph
             if hasattr(cb, "set_model"):
                 cb.set_model(model)
             if hasattr(cb, "set_params"):

@@ -16,7 +16,7 @@ from ..errors import ConfigError
 from .accuracy import (Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy,  # noqa: F401
                        SparseTopKCategoricalAccuracy, TopKCategoricalAccuracy, binary_accuracy, categorical_accuracy,
                        sparse_categorical_accuracy, sparse_top_k_categorical_accuracy, top_k_categorical_accuracy)
-from .base import Deferred, Mean, MeanMetricWrapper, Metric, Sum, snake_case  # noqa: F401
+from .base import Deferred, Mean, MeanMetricWrapper, Metric, Sum, not_of_predictions, snake_case  # noqa: F401
 from .confusion import (AUC, F1Score, FalseNegatives, FalsePositives, FBetaScore, Precision,  # noqa: F401
                         PrecisionAtRecall, Recall, RecallAtPrecision, SensitivityAtSpecificity,
                         SpecificityAtSensitivity, TrueNegatives, TruePositives)
@@ -53,6 +53,8 @@ def get(identifier, loss=None):
     ``'accuracy'``/``'acc'`` follows the loss, as in Keras; a metric given by name is reported under that name
     (``'acc'`` -> ``'acc'``, ``'AUC'`` -> ``'AUC'``), as in History keys and logs in Keras."""
     if isinstance(identifier, Metric):
+        if not identifier.takes_predictions:
+            raise not_of_predictions(identifier)
         return identifier
     if isinstance(identifier, str) and identifier.lower() in ("accuracy", "acc"):
         return _ACCURACY_BY_LOSS.get(type(loss), SparseCategoricalAccuracy)(name=identifier)
@@ -106,7 +108,7 @@ _MISSING = {
 
 
 def _refuse(name):
-    raise ConfigError(f"flow.metrics.{name}: Keras 3's metric {name!r} is not in flowlayers: {_MISSING[name]}")
+    raise ConfigError(f"flow.metrics.{name}: Keras 3's keras.metrics.{name} is not in flowlayers; {_MISSING[name]}")
 
 
 def __getattr__(name):

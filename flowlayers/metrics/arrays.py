@@ -8,7 +8,9 @@ import numpy as np
 
 from .. import dtypes
 from ..framework.blob import Blob
-from ..ops import elementwise as ew, nn, reduce, shape as shape_ops
+from ..ops import elementwise as ew, nn, reduce
+from ..ops.matmul import matmul as matmul_blob
+from ..ops.shape import reshape as reshape_blob
 
 EPSILON = 1e-7     # Keras' backend.epsilon()
 
@@ -134,7 +136,7 @@ def shape(x):
 def reshape(x, new_shape):
     """``x`` reshaped; ``None`` (a Blob's batch) stands for the size that is left."""
     if is_blob(x):
-        return shape_ops.reshape(x, new_shape)
+        return reshape_blob(x, new_shape)
     return np.reshape(x, tuple(-1 if d is None else d for d in new_shape))
 
 
@@ -175,6 +177,23 @@ def columns(x, count):
         eye = np.eye(count, dtype=x.dtype.numpy)
         return [x * ew.constant(eye[c], x.dtype) for c in range(count)]
     return [x[..., c] for c in range(count)]
+
+
+def grouped_sums(xs, groups):
+    """For each array of ``xs`` (alike in shape), arrays whose whole sums are, per group (indices into its entries
+    after the batch axis, flattened), the sum of those entries: on the host, the selected columns; in a step, a
+    product with a 0/1 column each (one column per group, shared by the arrays)."""
+    width = int(np.prod(shape(xs[0])[1:]))
+    flats = [reshape(x, (None, width)) for x in xs]
+    if not is_blob(xs[0]):
+        return [flat[:, group] for flat in flats for group in groups]
+    dtype = xs[0].dtype
+    cols = []
+    for group in groups:
+        col = np.zeros((width, 1), dtype.numpy)
+        col[list(group)] = 1
+        cols.append(ew.constant(col, dtype))
+    return [matmul_blob(flat, col) for flat in flats for col in cols]
 
 
 def column(x, c):

@@ -29,6 +29,7 @@ class Metric:
     (on the host with ``sample_weight``, in a step with None), and ``_result(state)``.  ``dtype``: the dtype the
     metric computes in (the arrays are cast to it, as Keras does); the sums are float64.
     """
+    takes_predictions = True        # a metric of (y_true, y_pred), as compile(metrics=...) feeds it
 
     def __init__(self, name=None, dtype=None):
         self.name = name or naming.unique_name(snake_case(type(self).__name__))     # Keras' auto_name
@@ -222,6 +223,7 @@ def samplewise(values, sample_weight, reduce_fn):
 
 class Mean(Metric):
     """The (weighted) mean of values: ``m.update_state(values, sample_weight=None)``.  In ``fit`` the loss is one."""
+    takes_predictions = False
 
     def __init__(self, name="mean", dtype=None):
         super().__init__(name, dtype)
@@ -243,13 +245,12 @@ class Mean(Metric):
         return divide_no_nan(state[0], state[1])
 
     def statistics(self, y_true, y_pred):
-        raise ConfigError(f"metric {self.name!r} ({type(self).__name__}) takes values (update_state(values)), not "
-                          f"labels and predictions; in compile(metrics=[...]) give a metric of predictions, or "
-                          f"MeanMetricWrapper(fn) for a function of (y_true, y_pred)")
+        raise not_of_predictions(self)
 
 
 class Sum(Metric):
     """The (weighted) sum of values: ``m.update_state(values, sample_weight=None)``."""
+    takes_predictions = False
 
     def __init__(self, name="sum", dtype=None):
         super().__init__(name, dtype)
@@ -268,10 +269,17 @@ class Sum(Metric):
     statistics = Mean.statistics
 
 
+def not_of_predictions(metric):
+    return ConfigError(f"metric {metric.name!r} ({type(metric).__name__}) takes values (update_state(values)), not "
+                       f"labels and predictions; in compile(metrics=[...]) give a metric of predictions, or "
+                       f"MeanMetricWrapper(fn) for a function of (y_true, y_pred)")
+
+
 class MeanMetricWrapper(Mean):
     """The mean over examples of ``fn(y_true, y_pred, **kwargs)``, a function of one value per example (or per
     entry: an example's entries are averaged first).  In a model ``fn`` receives Blobs: write it with
     ``flowlayers`` ops (those of Blobs, their operators) to use it there too."""
+    takes_predictions = True
 
     def __init__(self, fn, name=None, dtype=None, **kwargs):
         if not callable(fn):

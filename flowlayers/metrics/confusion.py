@@ -74,20 +74,28 @@ class Counts:
             weight = row if weight is None else weight * row
         if weight is not None:
             positive, negative = positive * weight, negative * weight
-        above = self._above(y_pred, dtype)
-        split = (lambda x: A.columns(x, labels)) if self.multi_label else (lambda x: [x])
-        return ([p for a in above for p in split(positive * a)] + [p for a in above for p in split(negative * a)]
-                + split(positive) + split(negative))
+        above = self._above(y_pred, dtype)     # (..., thresholds)
+        count = len(self.thresholds)
+        width = int(np.prod(A.shape(above)[1:]))
+        if self.multi_label:        # per threshold, per label: entry (label, threshold)
+            groups = [[label * count + i] for i in range(count) for label in range(labels)]
+            totals = A.columns(positive, labels) + A.columns(negative, labels)
+        else:                       # per threshold, every entry
+            groups = [list(range(i, width, count)) for i in range(count)]
+            totals = [positive, negative]
+        return A.grouped_sums([A.expand_last(positive) * above, A.expand_last(negative) * above], groups) + totals
 
     def _above(self, y_pred, dtype):
-        """Per threshold, 1 where a prediction is above it."""
+        """1 where a prediction is above a threshold, along a new last axis of one entry per threshold."""
+        count = len(self.thresholds)
         if not self.evenly:
-            return [A.cast(A.greater(y_pred, A.constant(t, y_pred)), dtype) for t in self.thresholds]
-        # Keras' buckets: bucket(p) = ceil(p * (n - 1)) - 1 of p clipped into [0, 1] (at least 0 where the first
-        # threshold is below 0), counted at every threshold up to it: above threshold i where p * (n - 1) > i
-        scaled = A.clip(y_pred, 0.0, 1.0) * float(len(self.thresholds) - 1)
-        return [A.cast(A.greater(scaled, -1.0 if i == 0 and self.with_epsilon else float(i)), dtype)
-                for i in range(len(self.thresholds))]
+            values, cuts = y_pred, self.thresholds
+        else:
+            # Keras' buckets: bucket(p) = ceil(p * (n - 1)) - 1 of p clipped into [0, 1] (at least 0 where the first
+            # threshold is below 0), counted at every threshold up to it: above threshold i where p * (n - 1) > i
+            values = A.clip(y_pred, 0.0, 1.0) * float(count - 1)
+            cuts = [-1.0 if i == 0 and self.with_epsilon else float(i) for i in range(count)]
+        return A.cast(A.greater(A.expand_last(values), A.constant(cuts, y_pred)), dtype)
 
 
 def unpack(state, thresholds, labels=1):
