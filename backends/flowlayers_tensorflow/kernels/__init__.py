@@ -2,10 +2,11 @@
 import collections
 
 from .. import CUSTOM_KERNELS
-from . import conv, einsum, elementwise, embedding, matmul, nn, norm, recurrent, reduce, shape
+from . import along_axis, conv, einsum, elementwise, embedding, indexing, matmul, nn, norm, recurrent, reduce, shape
 
 # one file per op family of the front end (flowlayers/ops/<family>.py); custom ops' kernels first (they may replace one)
 KERNELS = collections.ChainMap(CUSTOM_KERNELS, {
     **elementwise.KERNELS, **matmul.KERNELS, **einsum.KERNELS, **conv.KERNELS, **shape.KERNELS, **embedding.KERNELS,
-    **reduce.KERNELS, **nn.KERNELS, **norm.KERNELS, **recurrent.KERNELS})
+    **reduce.KERNELS, **nn.KERNELS, **norm.KERNELS, **recurrent.KERNELS, **indexing.KERNELS,
+    **along_axis.KERNELS})
 
