@@ -2,7 +2,9 @@
 Concatenate, and Keras' functional forms add(...) etc.), Embedding, ReversibleEmbedding."""
 from .. import activations, dtypes, initializers, regularizers
 from ..errors import LayerError, ShapeError
-from ..ops import einsum, elementwise, embedding, nn, shape as shape_ops
+from ..ops import elementwise, embedding, nn
+from ..ops.einsum import einsum
+from ..ops.shape import concat
 from .base import Layer
 
 
@@ -120,7 +122,7 @@ class Concatenate(_Merge):
 
     def call(self, inputs):
         self._check(inputs)
-        return shape_ops.concat(inputs, axis=self.axis)
+        return concat(inputs, axis=self.axis)
 
     def get_config(self):
         return {**super().get_config(), "axis": self.axis}
@@ -204,7 +206,7 @@ class ReversibleEmbedding(Embedding):
             kernel, equation = self.read(self.reverse_embeddings), f"{dims}w,wv->{dims}v"
         if self.reverse_dtype is not None:
             inputs, kernel = elementwise.cast(inputs, self.reverse_dtype), elementwise.cast(kernel, self.reverse_dtype)
-        logits = einsum.einsum(equation, inputs, kernel)
+        logits = einsum(equation, inputs, kernel)
         if self.logit_soft_cap is not None:
             logits = elementwise.tanh(logits / self.logit_soft_cap) * self.logit_soft_cap
         return logits

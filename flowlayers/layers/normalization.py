@@ -1,6 +1,7 @@
 """BatchNormalization and LayerNormalization."""
 from .. import initializers
-from ..ops import elementwise, norm
+from ..ops import elementwise
+from ..ops.norm import batch_norm, layer_norm
 from .base import Layer
 
 
@@ -36,7 +37,7 @@ class BatchNormalization(Layer):
         dim = (x.shape[self.axis],)
         gamma = self.read(self.gamma) if self.scale else elementwise.constant([1.0] * dim[0], x.dtype)
         beta = self.read(self.beta) if self.center else elementwise.constant([0.0] * dim[0], x.dtype)
-        y, new_mean, new_var = norm.batch_norm(x, gamma, beta, self.read(self.moving_mean),
+        y, new_mean, new_var = batch_norm(x, gamma, beta, self.read(self.moving_mean),
                                                self.read(self.moving_variance), self.axis, self.momentum,
                                                self.epsilon, training)
         y.node.updates = {1: self.moving_mean, 2: self.moving_variance}
@@ -70,7 +71,7 @@ class LayerNormalization(Layer):
         shape = tuple(x.shape[a] for a in self.axis)
         gamma = self.read(self.gamma) if self.scale else elementwise.constant(np.ones(shape), x.dtype)
         beta = self.read(self.beta) if self.center else elementwise.constant(np.zeros(shape), x.dtype)
-        return norm.layer_norm(x, gamma, beta, self.axis, self.epsilon)
+        return layer_norm(x, gamma, beta, self.axis, self.epsilon)
 
     def get_config(self):
         return {**super().get_config(), "axis": self.axis, "epsilon": self.epsilon, "center": self.center,

@@ -1,5 +1,6 @@
 """MaxPool2D, AveragePooling2D, GlobalAveragePooling2D and GlobalMaxPooling2D."""
-from ..ops import conv, reduce
+from ..ops import reduce
+from ..ops.conv import avg_pool2d, max_pool2d, pair, standardize_data_format, standardize_padding
 from .base import Layer
 
 
@@ -10,10 +11,10 @@ class _Pool2D(Layer):
     def __init__(self, pool_size=2, strides=None, padding="valid", data_format="channels_last", **kwargs):
         super().__init__(**kwargs)
         what = f"layer {self.name!r} ({type(self).__name__})"
-        self.pool_size = conv.pair(pool_size, what, "pool_size")
-        self.strides = conv.pair(self.pool_size if strides is None else strides, what, "strides")
-        self.padding = conv.standardize_padding(padding, what)
-        self.data_format = conv.standardize_data_format(data_format, what)
+        self.pool_size = pair(pool_size, what, "pool_size")
+        self.strides = pair(self.pool_size if strides is None else strides, what, "strides")
+        self.padding = standardize_padding(padding, what)
+        self.data_format = standardize_data_format(data_format, what)
 
     def call(self, x):
         return type(self).op(x, self.pool_size, self.strides, self.padding, self.data_format)
@@ -24,11 +25,11 @@ class _Pool2D(Layer):
 
 
 class MaxPool2D(_Pool2D):
-    op = staticmethod(conv.max_pool2d)
+    op = staticmethod(max_pool2d)
 
 
 class AveragePooling2D(_Pool2D):
-    op = staticmethod(conv.avg_pool2d)
+    op = staticmethod(avg_pool2d)
 
 
 MaxPooling2D = MaxPool2D
@@ -42,7 +43,7 @@ class _GlobalPool2D(Layer):
 
     def __init__(self, data_format="channels_last", keepdims=False, **kwargs):
         super().__init__(**kwargs)
-        self.data_format = conv.standardize_data_format(data_format, f"layer {self.name!r} ({type(self).__name__})")
+        self.data_format = standardize_data_format(data_format, f"layer {self.name!r} ({type(self).__name__})")
         self.keepdims = bool(keepdims)
 
     def call(self, x):

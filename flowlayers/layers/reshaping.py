@@ -2,7 +2,9 @@
 import numpy as np
 
 from ..errors import LayerError
-from ..ops import conv, elementwise, shape as shape_ops
+from ..ops import elementwise
+from ..ops.conv import pair, standardize_data_format
+from ..ops.shape import flatten, pad, reshape
 from .base import Layer
 
 
@@ -10,7 +12,7 @@ class Flatten(Layer):
     min_ndim = 1
 
     def call(self, x):
-        return shape_ops.flatten(x)
+        return flatten(x)
 
 
 class Reshape(Layer):
@@ -22,7 +24,7 @@ class Reshape(Layer):
         self.target_shape = tuple(target_shape)
 
     def call(self, x):
-        return shape_ops.reshape(x, (x.shape[0],) + self.target_shape)
+        return reshape(x, (x.shape[0],) + self.target_shape)
 
     def get_config(self):
         return {**super().get_config(), "target_shape": self.target_shape}
@@ -36,8 +38,8 @@ class UpSampling2D(Layer):
     def __init__(self, size=(2, 2), data_format="channels_last", interpolation="nearest", **kwargs):
         super().__init__(**kwargs)
         what = f"layer {self.name!r} (UpSampling2D)"
-        self.size = conv.pair(size, what, "size")
-        self.data_format = conv.standardize_data_format(data_format, what)
+        self.size = pair(size, what, "size")
+        self.data_format = standardize_data_format(data_format, what)
         if interpolation != "nearest":
             raise LayerError(f"{what}: interpolation expected 'nearest' (the only one implemented), received "
                              f"{interpolation!r}")
@@ -51,9 +53,9 @@ class UpSampling2D(Layer):
         else:
             _, h, w, c = x.shape
             spread, ones, out = (n, h, 1, w, 1, c), (1, 1, sh, 1, sw, 1), (n, h * sh, w * sw, c)
-        y = elementwise.multiply(shape_ops.reshape(x, spread), elementwise.constant(np.ones(ones, np.float32),
+        y = elementwise.multiply(reshape(x, spread), elementwise.constant(np.ones(ones, np.float32),
                                                                                      x.dtype))
-        return shape_ops.reshape(y, out)
+        return reshape(y, out)
 
     def get_config(self):
         return {**super().get_config(), "size": self.size, "data_format": self.data_format,
@@ -68,13 +70,13 @@ class ZeroPadding2D(Layer):
         super().__init__(**kwargs)
         what = f"layer {self.name!r} (ZeroPadding2D)"
         self.padding = _padding_pairs(padding, what)
-        self.data_format = conv.standardize_data_format(data_format, what)
+        self.data_format = standardize_data_format(data_format, what)
 
     def call(self, x):
         (top, bottom), (left, right) = self.padding
         spatial = [(top, bottom), (left, right)]
         pairs = [(0, 0), (0, 0)] + spatial if self.data_format == "NCHW" else [(0, 0)] + spatial + [(0, 0)]
-        return shape_ops.pad(x, pairs)
+        return pad(x, pairs)
 
     def get_config(self):
         return {**super().get_config(), "padding": self.padding, "data_format": self.data_format}
