@@ -155,6 +155,8 @@ class Embedding(Layer):
                                           self.embeddings_initializer, regularizer=self.embeddings_regularizer)
 
     def call(self, ids):
+        if not ids.dtype.is_integer:        # Keras casts ids of another dtype (a default float Input) to int32
+            ids = elementwise.cast(ids, dtypes.int32)
         return embedding.gather(self.read(self.embeddings), ids)
 
     def get_config(self):
