@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from . import engine, env, metrics, settings, tensorboard
+from . import engine, env, metrics, missing, settings, tensorboard
 from .errors import CheckpointError, ConfigError
 from .framework import checkpoint_format as checkpoint
 
@@ -201,3 +201,8 @@ class CallbackList:
                 if fn is not None:
                     fn(*args)
         return call
+
+
+def __getattr__(name):
+    """A Keras ``callbacks`` name flowlayers lacks: a ConfigError naming it and what to use instead."""
+    return missing.refuse("callbacks", name, ConfigError, globals())

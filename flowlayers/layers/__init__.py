@@ -1,4 +1,8 @@
-"""Keras-style layers (``Dense``) and OneFlow's functional layers (``dense``) in one namespace."""
+"""Keras-style layers (``Dense``) and OneFlow's functional layers (``dense``) in one namespace; a Keras layer
+flowlayers lacks is refused by name, saying what to use instead."""
+from .. import missing
+from ..errors import LayerError
+from ..inputs import Input, InputLayer
 from .attention import MultiHeadAttention
 from .base import Layer
 from .bidirectional import Bidirectional
@@ -25,4 +29,10 @@ __all__ = [
     "ZeroPadding2D", "Rescaling", "Subtract", "Multiply", "Average", "add", "subtract", "multiply", "average",
     "concatenate", "Conv2DTranspose", "Convolution2DTranspose", "MultiHeadAttention",
     "EinsumDense", "ReversibleEmbedding", "SimpleRNN", "LSTM", "GRU", "Bidirectional", "TimeDistributed",
+    "Input", "InputLayer",
 ]
+
+
+def __getattr__(name):
+    """A Keras ``layers`` name flowlayers lacks: a LayerError naming it and what to use instead."""
+    return missing.refuse("layers", name, LayerError, globals())
