@@ -196,6 +196,8 @@ def check_cudnn(layer, use_cudnn):
 
 
 class SimpleRNN(RNNLayer):
+    """Keras' ``SimpleRNN``: ``output = activation(x @ kernel + h @ recurrent_kernel + bias)`` at each step."""
+
     cell, cell_name, base_name = "simple", "simple_rnn_cell", "simple_rnn"
 
     def __init__(self, units, activation="tanh", use_bias=True, kernel_initializer="glorot_uniform",
@@ -216,6 +218,8 @@ class SimpleRNN(RNNLayer):
 
 
 class LSTM(RNNLayer):
+    """Keras' ``LSTM``: gates ``i f c o``; ``unit_forget_bias`` starts the forget gate's bias at 1."""
+
     cell, cell_name, base_name = "lstm", "lstm_cell", "lstm"
 
     def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
@@ -268,6 +272,9 @@ class ForgetBias(initializers.Initializer):
 
 
 class GRU(RNNLayer):
+    """Keras' ``GRU``: gates ``z r h``; ``reset_after`` (the default) applies the reset gate after the
+    recurrent product, with a recurrent bias of its own."""
+
     cell, cell_name, base_name = "gru", "gru_cell", "gru"
 
     def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
