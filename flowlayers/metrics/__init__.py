@@ -30,14 +30,19 @@ from .regression import (CosineSimilarity, LogCoshError, MeanAbsoluteError, Mean
 
 _CLASSES = [v for v in list(globals().values()) if isinstance(v, type) and issubclass(v, Metric)
             and v not in (Metric, Mean, Sum, MeanMetricWrapper)]
-_FUNCTIONS = [binary_accuracy, categorical_accuracy, sparse_categorical_accuracy, top_k_categorical_accuracy,
-              sparse_top_k_categorical_accuracy, mean_squared_error, mean_absolute_error,
-              mean_absolute_percentage_error, mean_squared_logarithmic_error, log_cosh, binary_crossentropy,
-              categorical_crossentropy, sparse_categorical_crossentropy, kl_divergence, poisson]
+# Keras' functions, each the per-example value of a class: compile takes them as that class (saved by its config)
+_CLASS_OF_FUNCTION = {
+    binary_accuracy: BinaryAccuracy, categorical_accuracy: CategoricalAccuracy,
+    sparse_categorical_accuracy: SparseCategoricalAccuracy, top_k_categorical_accuracy: TopKCategoricalAccuracy,
+    sparse_top_k_categorical_accuracy: SparseTopKCategoricalAccuracy, mean_squared_error: MeanSquaredError,
+    mean_absolute_error: MeanAbsoluteError, mean_absolute_percentage_error: MeanAbsolutePercentageError,
+    mean_squared_logarithmic_error: MeanSquaredLogarithmicError, log_cosh: LogCoshError,
+    binary_crossentropy: BinaryCrossentropy, categorical_crossentropy: CategoricalCrossentropy,
+    sparse_categorical_crossentropy: SparseCategoricalCrossentropy, kl_divergence: KLDivergence, poisson: Poisson}
 
 # Keras' names for a metric in compile(metrics=[...]): a class's name or its snake_case name, an alias
-_BY_NAME = {**{c.__name__: c for c in _CLASSES}, **{snake_case(c.__name__): c for c in _CLASSES},
-            **{f.__name__: f for f in _FUNCTIONS},
+_BY_NAME = {**{f.__name__: c for f, c in _CLASS_OF_FUNCTION.items()},
+            **{c.__name__: c for c in _CLASSES}, **{snake_case(c.__name__): c for c in _CLASSES},
             "bce": BinaryCrossentropy, "BCE": BinaryCrossentropy, "mse": MeanSquaredError, "MSE": MeanSquaredError,
             "mae": MeanAbsoluteError, "MAE": MeanAbsoluteError, "mape": MeanAbsolutePercentageError,
             "MAPE": MeanAbsolutePercentageError, "msle": MeanSquaredLogarithmicError,
@@ -59,14 +64,14 @@ def get(identifier, loss=None):
     if isinstance(identifier, str) and identifier.lower() in ("accuracy", "acc"):
         return _ACCURACY_BY_LOSS.get(type(loss), SparseCategoricalAccuracy)(name=identifier)
     if isinstance(identifier, str) and identifier in _BY_NAME:
-        found = _BY_NAME[identifier]
-        if isinstance(found, type):
-            return found(name=identifier)
-        return MeanMetricWrapper(found, name=identifier)
+        return _BY_NAME[identifier](name=identifier)
     if isinstance(identifier, dict) and "class_name" in identifier:
         return deserialize(identifier)
     if callable(identifier) and not isinstance(identifier, type):
-        return MeanMetricWrapper(identifier, name=getattr(identifier, "__name__", None))
+        name = getattr(identifier, "__name__", None)
+        if identifier in _CLASS_OF_FUNCTION:
+            return _CLASS_OF_FUNCTION[identifier](name=name)
+        return MeanMetricWrapper(identifier, name=name)
     if isinstance(identifier, str) and identifier in _MISSING:
         _refuse(identifier)
     raise ConfigError(f"metric: expected a flow.metrics.* instance, a function of (y_true, y_pred), 'accuracy' or "

@@ -44,7 +44,10 @@ def test_compile_takes_keras_names_functions_and_configs():
                            {"class_name": "Recall", "config": {"thresholds": 0.3, "name": "recall_at_0.3"}}])
     assert model.metrics_names == ["loss", "AUC", "precision", "mse", "binary_accuracy", "recall_at_0.3"]
     kinds = [type(m).__name__ for m in model.compiled_metrics]
-    assert kinds == ["AUC", "Precision", "MeanSquaredError", "MeanMetricWrapper", "Recall"]
+    assert kinds == ["AUC", "Precision", "MeanSquaredError", "BinaryAccuracy", "Recall"]
+    model.compile("sgd", "binary_crossentropy", metrics=[lambda y, p: abs(y - p), "log_cosh"])
+    assert [type(m).__name__ for m in model.compiled_metrics] == ["MeanMetricWrapper", "LogCoshError"]
+    assert model.metrics_names == ["loss", "<lambda>", "log_cosh"]
     with pytest.raises(flow.ConfigError, match="IoU.*not in flowlayers"):
         model.compile("sgd", "binary_crossentropy", metrics=["IoU"])
     with pytest.raises(flow.ConfigError, match="expected a flow.metrics.\\* instance.*received 'auroc'"):
@@ -61,3 +64,16 @@ def test_serialize_and_deserialize_as_keras():
     assert type(copy) is flow.metrics.AUC and copy.get_config() == metric.get_config()
     with pytest.raises(flow.ConfigError, match="metrics.deserialize: expected"):
         flow.metrics.deserialize({"class_name": "Nope", "config": {}})
+
+
+def test_a_saved_model_brings_its_metrics_back(tmp_path):
+    x = flow.Input((3,))
+    model = flow.Model(x, flow.layers.Dense(2, activation="sigmoid")(x))
+    model.compile("sgd", "binary_crossentropy", metrics=[
+        flow.metrics.AUC(num_thresholds=5, multi_label=True, label_weights=[1.0, 2.0]),
+        flow.metrics.F1Score(average="macro"), flow.metrics.Precision(thresholds=[0.2, 0.7]), "log_cosh",
+        flow.metrics.R2Score(class_aggregation=None)])
+    model.save(str(tmp_path / "m.keras"))
+    loaded = flow.models.load_model(str(tmp_path / "m.keras"))
+    assert [(type(m).__name__, m.get_config()) for m in loaded.compiled_metrics] == \
+        [(type(m).__name__, m.get_config()) for m in model.compiled_metrics]
