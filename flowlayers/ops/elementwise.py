@@ -112,9 +112,9 @@ def _infer_where(inputs, attrs):
 WHERE = OpDef("where", _infer_where,
               lambda inputs, attrs: rules.pointwise(inputs, _infer_where(inputs, attrs)[0][0], [(B, P, P)]))
 
-# a Blob of ``x``'s shape holding ``value``: only the shape of ``x`` is read (its value may be partial)
+# a Blob of ``x``'s shape holding ``value`` (no gradient to ``x``)
 FILL_LIKE = OpDef("fill_like", lambda inputs, attrs: [(inputs[0].shape, attrs["dtype"])],
-                  lambda inputs, attrs: rules.pointwise(inputs, inputs[0].shape) + [Signature((P,), (B,))])
+                  lambda inputs, attrs: rules.pointwise(inputs, inputs[0].shape))
 
 
 def constant(value, dtype=dtypes.float32, name=None):
