@@ -87,3 +87,15 @@ def test_every_keras_op_is_here_or_refused_by_name():
             getattr(ops, name)
         except flow.FlowLayersError:
             pass
+
+
+def test_no_file_imports_a_family_that_keras_names_shadow():
+    """``flowlayers.ops.matmul`` (and einsum, shape, norm, conv) is Keras' function: a family of those names is
+    imported by its module path (``from ..ops.shape import reshape``), never as ``from ..ops import shape``."""
+    import re
+    from pathlib import Path
+
+    root = Path(flow.__file__).parent
+    pattern = re.compile(r"^from \.+ops import .*\b(conv|einsum|matmul|norm|shape)\b(?! *=)", re.M)
+    found = [str(p.relative_to(root)) for p in root.rglob("*.py") if pattern.search(p.read_text())]
+    assert not found, found
