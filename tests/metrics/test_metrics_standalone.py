@@ -25,6 +25,8 @@ def _data(kind):
         elif kind == "sparse":
             y, p = RNG.integers(0, C, B), RNG.random((B, C))
             p = p / p.sum(-1, keepdims=True)
+        elif kind == "sorted":      # class ids, best first
+            y, p = RNG.integers(0, C, B), np.argsort(-RNG.random((B, C)), axis=-1)[:, :3]
         elif kind == "logits":
             y, p = (RNG.random((B, C)) > .5), RNG.normal(size=(B, C)) * 3
         elif kind == "regression":
@@ -41,6 +43,7 @@ CASES = [
     ("CategoricalAccuracy", {}, "onehot"), ("SparseCategoricalAccuracy", {}, "sparse"),
     ("TopKCategoricalAccuracy", {"k": 2}, "onehot"), ("SparseTopKCategoricalAccuracy", {}, "sparse"),
     ("SparseTopKCategoricalAccuracy", {"k": 2}, "sparse"),
+    ("SparseTopKCategoricalAccuracy", {"k": 2, "from_sorted_ids": True}, "sorted"),
     ("TruePositives", {}, "binary"), ("FalsePositives", {"thresholds": [0.2, 0.5, 0.9]}, "multi"),
     ("TrueNegatives", {"thresholds": [0.0, 0.5, 1.0]}, "binary"), ("FalseNegatives", {}, "multi"),
     ("Precision", {}, "binary"), ("Precision", {"top_k": 2}, "multi"), ("Precision", {"class_id": 1}, "multi"),
