@@ -10,7 +10,9 @@ from . import distribute as distribute_mod, engine, settings
 from .errors import SBPError, describe_shape
 from .framework.blob import Blob
 from .framework.compiled import planned_sbp
-from .ops import elementwise, matmul, shape as shape_ops
+from .ops import elementwise
+from .ops.matmul import matmul
+from .ops.shape import sbp_constraint
 
 
 def sbp(self):
@@ -23,7 +25,7 @@ def with_sbp(self, *nd_sbp):
     """Constrain this Blob to ``nd_sbp`` (one SBP per mesh axis); Boxing is inserted where needed."""
     name = engine.backend_name()
     axes = list(settings.mesh_shape().items()) if settings.view() == "consistent" else None
-    return shape_ops.sbp_constraint(self, nd_sbp, axes, engine.capabilities(name).splits_dim_over_several_axes, name)
+    return sbp_constraint(self, nd_sbp, axes, engine.capabilities(name).splits_dim_over_several_axes, name)
 
 
 def with_distribute(self, distribute):
@@ -57,5 +59,5 @@ for _name, _op in (("add", elementwise.add), ("sub", elementwise.subtract), ("mu
                    ("truediv", elementwise.divide)):
     setattr(Blob, f"__{_name}__", _binary(_op))
     setattr(Blob, f"__r{_name}__", _binary(_op, swap=True))
-Blob.__matmul__ = _binary(matmul.matmul)
+Blob.__matmul__ = _binary(matmul)
 Blob.__neg__ = elementwise.negative

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from . import engine, env, metrics, settings
+from . import engine, env, metrics, missing, settings, tensorboard
 from .errors import CheckpointError, ConfigError
 from .framework import checkpoint_format as checkpoint
 
@@ -328,6 +328,7 @@ class CallbackList:
     def __init__(self, callbacks, model, params):
         self.callbacks = list(callbacks)
         for cb in self.callbacks:
+            tensorboard.adapt(cb)      # Keras' TensorBoard: the weights' host values, no graph
             if hasattr(cb, "set_model"):
                 cb.set_model(model)
             if hasattr(cb, "set_params"):
@@ -346,3 +347,8 @@ class CallbackList:
                 if fn is not None:
                     fn(*args)
         return call
+
+
+def __getattr__(name):
+    """A Keras ``callbacks`` name flowlayers lacks: a ConfigError naming it and what to use instead."""
+    return missing.refuse("callbacks", name, ConfigError, globals())

@@ -1,9 +1,12 @@
 """Initializers as specs: each resolves, for a variable's shape, to one of four samplers
-the backend draws with stateless random ops (so every view draws the same numbers).
+the backend draws with stateless random ops (so every view draws the same numbers); one no sampler draws
+(``Orthogonal``) makes its value on the host instead, from the variable's seed (``host_value``).
 
 Keras names and OneFlow's ``flow.truncated_normal(0.1)``-style factories both work.
 """
 import math
+
+import numpy as np
 
 from .errors import LayerError
 
@@ -13,6 +16,11 @@ class Initializer:
 
     def sampler(self, shape):
         raise NotImplementedError
+
+    def host_value(self, shape, seed):
+        """The initial value as a numpy array made on the host from ``seed`` (two ints), for an initializer that
+        no sampler draws; None: the backend draws it from ``sampler``."""
+        return None
 
     def get_config(self):
         return dict(vars(self))
@@ -120,11 +128,31 @@ class LecunNormal(VarianceScaling):
         super().__init__(1.0, "fan_in", "truncated_normal")
 
 
+class Orthogonal(Initializer):
+    """Keras' ``Orthogonal(gain=1.0, seed=None)``: the Q of a normal matrix's QR decomposition (signs made unique by
+    R's diagonal) times ``gain``, of the shape ``(prod(shape[:-1]), shape[-1])``.  Made on the host, from ``seed``
+    where given, else from the variable's own seed: the same numbers in every view, device count and engine."""
+
+    def __init__(self, gain=1.0, seed=None):
+        self.gain, self.seed = float(gain), seed
+
+    def sampler(self, shape):
+        return "constant", {"value": 0.0}       # stands for it in a VariableSpec; ``host_value`` is always given
+
+    def host_value(self, shape, seed):
+        rows, cols = math.prod(shape[:-1]), shape[-1] if shape else 1
+        rng = np.random.default_rng(list(seed) if self.seed is None else [int(self.seed)])
+        normal = rng.standard_normal((max(rows, cols), min(rows, cols)))
+        q, r = np.linalg.qr(normal)
+        q = q * np.sign(np.diag(r))
+        return (self.gain * (q if rows >= cols else q.T)).reshape(shape)
+
+
 _BY_NAME = {
     "zeros": Zeros, "ones": Ones, "constant": Constant, "random_uniform": RandomUniform,
     "random_normal": RandomNormal, "truncated_normal": TruncatedNormal, "glorot_uniform": GlorotUniform,
     "glorot_normal": GlorotNormal, "he_uniform": HeUniform, "he_normal": HeNormal, "lecun_normal": LecunNormal,
-    "variance_scaling": VarianceScaling,
+    "variance_scaling": VarianceScaling, "orthogonal": Orthogonal,
 }
 
 

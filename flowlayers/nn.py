@@ -1,7 +1,7 @@
 """``flow.nn``: convolution, activations, pooling, dropout, softmax and losses as functions of Blobs."""
 from .errors import LayerError, describe_shape
 from .framework.blob import Blob
-from .ops import conv
+from .ops.conv import conv2d as conv2d_op, standardize_data_format
 from .ops.conv import avg_pool2d, bias_add, max_pool2d
 from .ops.elementwise import (elu, gelu, hard_sigmoid, leaky_relu, relu, relu6, selu, sigmoid, silu, softplus,
                               softsign, tanh)
@@ -24,7 +24,7 @@ def conv2d(input, filters, strides, padding, data_format="NCHW", dilations=None,
         y = flow.nn.conv2d(images, w, strides=1, padding="SAME")   # (N, 1, 28, 28) -> (N, 32, 28, 28)
     """
     what = f"flow.nn.conv2d({name!r})" if name else "flow.nn.conv2d"
-    fmt = conv.standardize_data_format(data_format, what)
+    fmt = standardize_data_format(data_format, what)
     layout, perm = _FILTERS[fmt]
     if not isinstance(filters, Blob) or filters.ndim != 4:
         got = describe_shape(filters.shape) if isinstance(filters, Blob) else type(filters).__name__
@@ -32,7 +32,7 @@ def conv2d(input, filters, strides, padding, data_format="NCHW", dilations=None,
     if groups != 1:
         raise LayerError(f"{what}: groups expected 1 (grouped convolution is not supported), received {groups!r}")
     kernel = transpose(filters, perm)
-    return conv.conv2d(input, kernel, strides, padding, fmt, 1 if dilations is None else dilations, name)
+    return conv2d_op(input, kernel, strides, padding, fmt, 1 if dilations is None else dilations, name)
 
 
 __all__ = ["conv2d", "avg_pool2d", "bias_add", "max_pool2d", "elu", "gelu", "hard_sigmoid", "leaky_relu", "relu",

@@ -100,10 +100,35 @@ def force_signature(node, per_axis):
     _revision[0] += 1
 
 
+_tensor_likes = {}     # a type whose values stand for a Blob (a Variable) -> the function giving that Blob
+
+
+def register_tensor_like(cls, to_blob):
+    """Let values of ``cls`` stand wherever a Blob does: an op given one reads ``to_blob(value)`` (a Variable: the
+    Blob reading it in the graph being built)."""
+    _tensor_likes[cls] = to_blob
+
+
+def is_tensor(x):
+    """Whether ``x`` is a Blob or stands for one."""
+    return isinstance(x, Blob) or isinstance(x, tuple(_tensor_likes))
+
+
+def as_blob(x):
+    """``x`` as a Blob where it is one or stands for one, else ``x`` unchanged."""
+    if isinstance(x, Blob):
+        return x
+    for cls, to_blob in _tensor_likes.items():
+        if isinstance(x, cls):
+            return to_blob(x)
+    return x
+
+
 def apply(op, inputs, attrs=None, name=None, variable=None):
     """Add one node of OpDef ``op`` (``variable``: the Variable a variable op reads); returns its Blob, or a tuple
-    for several outputs."""
+    for several outputs.  An input that stands for a Blob (a Variable) is read as one."""
     attrs = dict(attrs or {})
+    inputs = [as_blob(x) for x in inputs]
     for i, x in enumerate(inputs):
         if not isinstance(x, Blob):
             raise GraphError(f"op {op.name!r}: input {i} expected a Blob, received {type(x).__name__} {x!r}")

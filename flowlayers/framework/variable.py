@@ -14,8 +14,9 @@ import numpy as np
 from .. import distribute, engine
 from ..contract import VariableSpec
 from ..errors import DTypeError, InputError, SBPError, ShapeError, describe_shape
+from ..ops import source
 from ..sbp import Split, broadcast
-from .graph import current_placement
+from .graph import current_placement, register_tensor_like
 
 
 _live = weakref.WeakSet()   # every Variable still referenced: what layout rules may match
@@ -126,9 +127,15 @@ class Variable:
         layout = self.layout(placement)
         home = self._home
         if home is None or home[0] is not runtime or home[1] != layout:
-            value = home[0].read(home[2]) if home is not None else None
+            value = home[0].read(home[2]) if home is not None else self._host_value(placement)
             self._move((runtime, layout, runtime.create_variable(self.spec(placement, layout), value)))
         return self._home[2]
+
+    def _host_value(self, placement):
+        """The initial value an initializer makes on the host (``Orthogonal``), in this variable's dtype; None
+        where the backend draws it."""
+        value = self.initializer.host_value(self.shape, self.seed(placement.seed))
+        return None if value is None else np.asarray(value, self.dtype.numpy)
 
     @property
     def location(self):
@@ -177,6 +184,31 @@ class Variable:
 
     def __repr__(self):
         return f"Variable({self.path!r}, shape={describe_shape(self.shape)}, dtype={self.dtype.name})"
+
+    # A weight is a tensor (Keras' ``ops.matmul(x, self.kernel)``, ``inputs * self.w``): in any op, layer call or
+    # operator it stands for the Blob reading it in the graph being built, as ``Layer.read(var)`` gives it.
+    __array_ufunc__ = None      # numpy defers to the reflected operator: ``array * var`` is ``var.__rmul__``
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def value(self):
+        """The Blob reading this variable in the graph being built (``Layer.read``; Keras' ``variable.value``)."""
+        return source.variable(self)
+
+
+def _through_read(name):
+    def operator(self, *other):
+        return getattr(self.value, name)(*other)
+    operator.__name__ = name
+    return operator
+
+
+for _name in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "matmul", "neg"):
+    setattr(Variable, f"__{_name}__", _through_read(f"__{_name}__"))
+register_tensor_like(Variable, source.variable)
 
 
 def assign_all(variables, values, owner):

@@ -1,7 +1,12 @@
-"""Keras-style layers (``Dense``) and OneFlow's functional layers (``dense``) in one namespace."""
+"""Keras-style layers (``Dense``) and OneFlow's functional layers (``dense``) in one namespace; a Keras layer
+flowlayers lacks is refused by name, saying what to use instead."""
+from .. import missing
+from ..errors import LayerError
+from ..inputs import Input, InputLayer
 from .attention import MultiHeadAttention
 from .augmentation import RandomContrast, RandomFlip, RandomRotation, RandomTranslation, RandomZoom
 from .base import Layer
+from .bidirectional import Bidirectional
 from .convolution import Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Conv3D
 from .core import (Activation, Add, Average, Concatenate, Dropout, Embedding, Multiply, ReLU, Rescaling,
                    ReversibleEmbedding, Softmax, Subtract, add, average, concatenate, multiply, subtract)
@@ -22,9 +27,11 @@ from .pooling import (AveragePooling1D, AveragePooling2D, AveragePooling3D, AvgP
                       GlobalMaxPooling1D, GlobalMaxPooling2D, GlobalMaxPooling3D, MaxPool1D, MaxPool2D, MaxPool3D,
                       MaxPooling1D, MaxPooling2D, MaxPooling3D)
 from .preprocessing import CategoryEncoding, Discretization, Normalization
+from .recurrent import GRU, LSTM, SimpleRNN
 from .regularization import ActivityRegularization, GaussianDropout, GaussianNoise, SpatialDropout1D, SpatialDropout2D
 from .reshaping import (Cropping1D, Cropping2D, Flatten, Permute, RepeatVector, Reshape, UpSampling1D, UpSampling2D,
                         ZeroPadding1D, ZeroPadding2D)
+from .time_distributed import TimeDistributed
 
 Convolution1D, Convolution2D, Convolution3D = Conv1D, Conv2D, Conv3D
 Convolution1DTranspose, Convolution2DTranspose = Conv1DTranspose, Conv2DTranspose
@@ -55,4 +62,12 @@ __all__ = [
     # preprocessing
     "Normalization", "Discretization", "CategoryEncoding", "Resizing", "CenterCrop", "RandomFlip", "RandomRotation",
     "RandomZoom", "RandomContrast", "RandomTranslation",
+    # recurrent, inputs
+    "SimpleRNN", "LSTM", "GRU", "Bidirectional", "TimeDistributed",
+    "Input", "InputLayer",
 ]
+
+
+def __getattr__(name):
+    """A Keras ``layers`` name flowlayers lacks: a LayerError naming it and what to use instead."""
+    return missing.refuse("layers", name, LayerError, globals())

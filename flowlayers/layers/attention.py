@@ -14,7 +14,9 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import LayerError, ShapeError, describe_shape
-from ..ops import einsum as einsum_ops, elementwise as ew, nn, shape as shape_ops
+from ..ops import elementwise as ew, nn
+from ..ops.einsum import einsum
+from ..ops.shape import reshape
 from .base import Layer
 
 LARGE_NEGATIVE = -1e9       # what Keras' masked softmax adds where the mask is off (float32)
@@ -83,7 +85,7 @@ class MultiHeadAttention(Layer):
         return kernel, bias
 
     def _project(self, x, equation, kernel, bias):
-        y = einsum_ops.einsum(equation, x, self.read(kernel))
+        y = einsum(equation, x, self.read(kernel))
         return y + self.read(bias) if bias is not None else y
 
     def call(self, inputs, training=None, use_causal_mask=False, return_attention_scores=False):
@@ -92,7 +94,7 @@ class MultiHeadAttention(Layer):
             self.key_dim))
         k = self._project(key, "abc,cde->abde", self.key_kernel, self.key_bias)
         v = self._project(value, "abc,cde->abde", self.value_kernel, self.value_bias)
-        scores = einsum_ops.einsum("aecd,abcd->acbe", k, q)                 # (batch, heads, q_seq, v_seq)
+        scores = einsum("aecd,abcd->acbe", k, q)                 # (batch, heads, q_seq, v_seq)
         allowed = self._allowed(query, value, mask[0] if mask else None, use_causal_mask)
         if allowed is not None:
             large = -3e4 if scores.dtype == dtypes.float16 else LARGE_NEGATIVE    # Keras': -1e9 is -inf in float16
@@ -101,7 +103,7 @@ class MultiHeadAttention(Layer):
         probs = nn.softmax(scores, axis=-1)
         if self.dropout:
             probs = nn.dropout(probs, self.dropout, training=training, seed=self.seed)
-        attended = einsum_ops.einsum("acbe,aecd->abcd", probs, v)           # (batch, q_seq, heads, value_dim)
+        attended = einsum("acbe,aecd->abcd", probs, v)           # (batch, q_seq, heads, value_dim)
         out = self._project(attended, "abcd,cde->abe", self.output_kernel, self.output_bias)
         return (out, probs) if return_attention_scores else out
 
@@ -109,7 +111,7 @@ class MultiHeadAttention(Layer):
         """1.0 where a query may attend to a value, else 0.0, shaped to broadcast over the heads; None: all."""
         allowed = None
         if mask is not None:
-            allowed = shape_ops.reshape(ew.cast(mask, dtypes.float32), (mask.shape[0], 1) + mask.shape[1:])
+            allowed = reshape(ew.cast(mask, dtypes.float32), (mask.shape[0], 1) + mask.shape[1:])
         if causal:
             tq, tv = query.shape[1], value.shape[1]
             if tq is None or tv is None:

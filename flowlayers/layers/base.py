@@ -2,13 +2,15 @@
 
     class Scale(flow.layers.Layer):
         def build(self, input_shape):
-            self.w = self.add_weight("w", (input_shape[-1],), initializer="ones")
+            self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones", name="w")
 
         def call(self, x):
-            return x * self.read(self.w)
+            return x * self.w           # a weight stands for its value in the graph (``self.read(self.w)``)
 """
 import functools
 import inspect
+
+import numpy as np
 
 from .. import dtypes, initializers, mixed_precision, regularizers
 from ..errors import FlowLayersError, LayerError, ShapeError, describe_shape
@@ -16,7 +18,7 @@ from ..framework import graph, naming
 from ..framework.blob import Blob
 from ..framework.variable import Variable, assign_all, store
 from ..inputs import Input
-from ..ops import elementwise, source
+from ..ops import dispatch, elementwise, source
 from ..serialization import check_remakes, object_spec
 
 _build_in_store = []   # non-empty while a job function builds: weights are found by path (OneFlow's get_variable)
@@ -79,19 +81,80 @@ class Layer:
             w.frozen = not self._trainable
 
     # Weights ------------------------------------------------------------
-    def add_weight(self, name, shape, initializer="zeros", dtype=None, trainable=True, regularizer=None):
-        """A weight at ``<layer>/<name>``; ``regularizer`` (Keras') adds its penalty to the loss while it trains."""
+    def add_weight(self, *args, shape=None, initializer=None, dtype=None, trainable=True, autocast=True,
+                   regularizer=None, constraint=None, aggregation="none", overwrite_with_gradient=False, name=None):
+        """Keras 3's ``add_weight``: a weight at ``<layer>/<name>`` (``name`` None: ``variable``, ``variable_1``,
+        ... within the layer), ``shape`` () when None, ``initializer`` glorot_uniform for floats and zeros for
+        other dtypes when None, ``dtype`` the layer's.  Positionally ``(shape, initializer, dtype)`` as in Keras 3,
+        or flowlayers' older ``(name, shape, initializer, dtype, trainable, regularizer)`` (a name first).
+        ``regularizer`` adds its penalty to the loss while the weight trains; ``autocast`` has nothing to cast
+        while layers compute in their variables' dtype.  A ``constraint``, an ``aggregation`` other than
+        "none"/"mean", and ``overwrite_with_gradient=True`` are refused by name."""
+        given = {"shape": shape, "initializer": initializer, "dtype": dtype, "trainable": trainable,
+                 "regularizer": regularizer, "name": name}
+        for key, value in self._weight_args(args).items():
+            if given[key] is not None and given[key] is not True:
+                raise LayerError(f"layer {self.name!r}: add_weight got {key} both by position and by name")
+            given[key] = value
+        self._refuse_weight_args(constraint, aggregation, overwrite_with_gradient, autocast)
+        name = self._weight_name(given["name"])
         path = f"{self.name}/{name}"
-        dtype = dtypes.as_dtype(dtype or self.dtype)
-        init = initializers.get(initializer, f"layer {self.name!r}: {name} initializer")
+        dtype = dtypes.as_dtype(given["dtype"] or self.dtype, f"layer {self.name!r}: {name} dtype")
+        init = given["initializer"]
+        init = initializers.get(("glorot_uniform" if dtype.is_floating else "zeros") if init is None else init,
+                                f"layer {self.name!r}: {name} initializer")
+        shape = tuple(given["shape"] or ())
         if _build_in_store:
-            var = store.get(path, shape, dtype, init, trainable)
+            var = store.get(path, shape, dtype, init, given["trainable"])
         else:
-            var = Variable(path, shape, dtype, init, trainable)
+            var = Variable(path, shape, dtype, init, given["trainable"])
         var.frozen = not self.trainable
-        var.regularizer = regularizers.get(regularizer, f"layer {self.name!r}: {name} regularizer")
+        var.regularizer = regularizers.get(given["regularizer"], f"layer {self.name!r}: {name} regularizer")
         self._weights.append(var)
         return var
+
+    def add_variable(self, shape, initializer, dtype=None, trainable=True, autocast=True, regularizer=None,
+                     constraint=None, name=None):
+        """Keras 3's ``add_variable``: ``add_weight`` with ``shape`` and ``initializer`` required."""
+        return self.add_weight(shape=shape, initializer=initializer, dtype=dtype, trainable=trainable,
+                               autocast=autocast, regularizer=regularizer, constraint=constraint, name=name)
+
+    def _weight_args(self, args):
+        """Positional ``add_weight`` arguments by name: Keras 3's ``(shape, initializer, dtype)``, or flowlayers'
+        older ``(name, shape, initializer, dtype, trainable, regularizer)`` when a name comes first."""
+        names = ("name", "shape", "initializer", "dtype", "trainable", "regularizer") if args and isinstance(
+            args[0], str) else ("shape", "initializer", "dtype")
+        if len(args) > len(names):
+            raise LayerError(f"layer {self.name!r}: add_weight takes at most {len(names)} positional arguments "
+                             f"({', '.join(names)}), received {len(args)}")
+        return dict(zip(names, args))
+
+    def _refuse_weight_args(self, constraint, aggregation, overwrite_with_gradient, autocast):
+        what = f"layer {self.name!r}: add_weight"
+        if constraint is not None:
+            raise LayerError(f"{what}: constraint is not supported by flowlayers (nothing projects a weight after "
+                             f"each update); expected None, received {constraint!r}")
+        if aggregation not in (None, "none", "mean"):
+            raise LayerError(f"{what}: aggregation {aggregation!r} is not supported: a flowlayers variable is one "
+                             f"logical value in every view; expected 'none' or 'mean', received {aggregation!r}")
+        if overwrite_with_gradient:
+            raise LayerError(f"{what}: overwrite_with_gradient=True is not supported by flowlayers; expected False, "
+                             f"received {overwrite_with_gradient!r}")
+        if not isinstance(autocast, bool):
+            raise LayerError(f"{what}: autocast expected True or False, received {autocast!r}")
+
+    def _weight_name(self, name):
+        """``name`` checked (a new one within this layer), or the next free ``variable``, ``variable_1``, ..."""
+        taken = {w.path[len(self.name) + 1:] for w in self._weights}
+        if name is None:
+            name = next(n for n in (f"variable{'' if i == 0 else f'_{i}'}" for i in range(len(taken) + 1))
+                        if n not in taken)
+        if not isinstance(name, str) or not name:
+            raise LayerError(f"layer {self.name!r}: add_weight name expected a non-empty string, received {name!r}")
+        if name in taken and not _build_in_store:
+            raise LayerError(f"layer {self.name!r}: add_weight expected a new name within the layer, received "
+                             f"{name!r}, which an earlier weight has; name each weight differently")
+        return name
 
     def keep_kernel_and_bias(self, kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer):
         """What a layer with a kernel and a bias (Dense, the convolutions, EinsumDense, attention) keeps of their
@@ -149,10 +212,7 @@ class Layer:
         raise NotImplementedError
 
     def __call__(self, inputs, training=None, **kwargs):
-        for x in inputs if isinstance(inputs, (list, tuple)) else [inputs]:
-            if not isinstance(x, Blob):
-                raise LayerError(f"layer {self.name!r}: expected a Blob (from flow.Input, a Placeholder or another "
-                                 f"layer), received {type(x).__name__}")
+        inputs = self._as_blobs(inputs)
         self._check_input(inputs)
         with graph.layer_scope(self):
             mask = self._input_mask(inputs, kwargs)
@@ -175,6 +235,19 @@ class Layer:
         if isinstance(inputs, (list, tuple)):
             return type(inputs)(self._autocast(x) for x in inputs)
         return elementwise.cast(inputs, self.compute_dtype) if _casts(inputs.dtype, self.compute_dtype) else inputs
+    def _as_blobs(self, inputs):
+        """``inputs`` as Blobs: a Variable is read; a number or array, inside another layer's ``call`` (where
+        Keras would compute on it), becomes a constant."""
+        if isinstance(inputs, (list, tuple)):
+            return type(inputs)(self._as_blobs(x) for x in inputs)
+        x = graph.as_blob(inputs)
+        if isinstance(x, Blob):
+            return x
+        if graph.current_layer() is not None and isinstance(x, (np.ndarray, np.generic, int, float, list)):
+            return dispatch.blob(x)
+        raise LayerError(f"layer {self.name!r}: expected a Blob (from flow.Input, a Placeholder or another layer), "
+                         f"received {type(x).__name__}; numbers and arrays are taken inside another layer's call, "
+                         f"where they become constants")
 
     @property
     def accepts_training(self):

@@ -3,14 +3,16 @@
 Conv2DTranspose and Conv1DTranspose (a Conv2DTranspose over rows of height 1)."""
 from .. import activations
 from ..errors import LayerError
-from ..ops import conv, conv3d, shape as shape_ops
+from ..ops import conv3d
+from ..ops.conv import bias_add, channel_axis, conv2d, conv2d_transpose, ntuple, pair, standardize_data_format, standardize_padding
+from ..ops.shape import pad, reshape
 from .base import Layer
 
 
 class _Conv(Layer):
     """What Keras' convolutions share: filters, a kernel and an optional bias, an activation; a subclass says the
     kernel's shape for its input channels (``kernel_shape``) and convolves (``convolve``)."""
-    channels_axis = None        # the input's channel axis for the data format; None: conv.channel_axis
+    channels_axis = None        # the input's channel axis for the data format; None: channel_axis
 
     def __init__(self, filters, kernel_size, strides, padding, data_format, activation, use_bias, kernel_initializer,
                  bias_initializer, kernel_regularizer=None, bias_regularizer=None, **kwargs):
@@ -19,13 +21,13 @@ class _Conv(Layer):
         if isinstance(filters, bool) or not isinstance(filters, int) or filters <= 0:
             raise LayerError(f"{what}: filters expected a positive int, received {filters!r}")
         self.filters = filters
-        self.data_format = conv.standardize_data_format(data_format, what)
+        self.data_format = standardize_data_format(data_format, what)
         self.activation = activations.get(activation, f"{what}: activation")
         self.use_bias = use_bias
         self.keep_kernel_and_bias(kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer)
 
     def _channel_axis(self):
-        return conv.channel_axis(self.data_format)
+        return channel_axis(self.data_format)
 
     def build(self, input_shape):
         axis = self._channel_axis()
@@ -41,7 +43,7 @@ class _Conv(Layer):
     def call(self, x):
         y = self.convolve(x, self.read(self.kernel))
         if self.use_bias:
-            y = conv.bias_add(y, self.read(self.bias), axis=self._channel_axis())
+            y = bias_add(y, self.read(self.bias), axis=self._channel_axis())
         return self.activation(y)
 
     def get_config(self):
@@ -59,16 +61,16 @@ class Conv2D(_Conv):
                  bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None, **kwargs):
         super().__init__(filters, kernel_size, strides, padding, data_format, activation, use_bias, kernel_initializer,
                          bias_initializer, kernel_regularizer, bias_regularizer, **kwargs)
-        self.kernel_size = conv.pair(kernel_size, self.what, "kernel_size")
-        self.strides = conv.pair(strides, self.what, "strides")
-        self.dilation_rate = conv.pair(dilation_rate, self.what, "dilation_rate")
-        self.padding = conv.standardize_padding(padding, self.what)
+        self.kernel_size = pair(kernel_size, self.what, "kernel_size")
+        self.strides = pair(strides, self.what, "strides")
+        self.dilation_rate = pair(dilation_rate, self.what, "dilation_rate")
+        self.padding = standardize_padding(padding, self.what)
 
     def kernel_shape(self, channels):
         return self.kernel_size + (channels, self.filters)
 
     def convolve(self, x, kernel):
-        return conv.conv2d(x, kernel, self.strides, self.padding, self.data_format, self.dilation_rate)
+        return conv2d(x, kernel, self.strides, self.padding, self.data_format, self.dilation_rate)
 
     def get_config(self):
         return {**super().get_config(), "dilation_rate": self.dilation_rate}
@@ -102,12 +104,12 @@ class Conv1D(_Conv):
         n, c, w = (x.shape[0], x.shape[1], x.shape[2]) if first else (x.shape[0], x.shape[2], x.shape[1])
         if self.padding == "causal":
             left = (self.kernel_size - 1) * self.dilation_rate
-            x = shape_ops.pad(x, [(0, 0), (0, 0), (left, 0)] if first else [(0, 0), (left, 0), (0, 0)])
+            x = pad(x, [(0, 0), (0, 0), (left, 0)] if first else [(0, 0), (left, 0), (0, 0)])
             w = None if w is None else w + left
-        rows = shape_ops.reshape(x, (n, c, 1, w) if first else (n, 1, w, c))
-        y = conv.conv2d(rows, shape_ops.reshape(kernel, (1,) + self.kernel.shape), (1, self.strides),
+        rows = reshape(x, (n, c, 1, w) if first else (n, 1, w, c))
+        y = conv2d(rows, reshape(kernel, (1,) + self.kernel.shape), (1, self.strides),
                         "SAME" if self.padding == "same" else "VALID", self.data_format, (1, self.dilation_rate))
-        return shape_ops.reshape(y, (n, self.filters, y.shape[3]) if first else (n, y.shape[2], self.filters))
+        return reshape(y, (n, self.filters, y.shape[3]) if first else (n, y.shape[2], self.filters))
 
     def get_config(self):
         return {**super().get_config(), "dilation_rate": self.dilation_rate}
@@ -135,17 +137,17 @@ class Conv2DTranspose(_Conv):
                          bias_initializer, kernel_regularizer, bias_regularizer, **kwargs)
         if output_padding is not None:
             raise LayerError(f"{self.what}: output_padding={output_padding!r} is not supported; expected None")
-        if conv.pair(dilation_rate, self.what, "dilation_rate") != (1, 1):
+        if pair(dilation_rate, self.what, "dilation_rate") != (1, 1):
             raise LayerError(f"{self.what}: dilation_rate={dilation_rate!r} is not supported; expected 1")
-        self.kernel_size = conv.pair(kernel_size, self.what, "kernel_size")
-        self.strides = conv.pair(strides, self.what, "strides")
-        self.padding = conv.standardize_padding(padding, self.what)
+        self.kernel_size = pair(kernel_size, self.what, "kernel_size")
+        self.strides = pair(strides, self.what, "strides")
+        self.padding = standardize_padding(padding, self.what)
 
     def kernel_shape(self, channels):
         return self.kernel_size + (self.filters, channels)
 
     def convolve(self, x, kernel):
-        return conv.conv2d_transpose(x, kernel, self.strides, self.padding, self.data_format)
+        return conv2d_transpose(x, kernel, self.strides, self.padding, self.data_format)
 
     def get_config(self):
         return {**super().get_config(), "output_padding": None, "dilation_rate": (1, 1)}
@@ -159,7 +161,7 @@ def keras_format(fmt):
 def keras_data_format(value, what):
     """Keras' ``data_format``: None (channels_last), 'channels_last' or 'channels_first' (OneFlow's 'NHWC' and
     'NCHW' too), in Keras' spelling."""
-    return keras_format(conv.standardize_data_format("channels_last" if value is None else value, what))
+    return keras_format(standardize_data_format("channels_last" if value is None else value, what))
 
 
 class Conv3D(_Conv):
@@ -176,10 +178,10 @@ class Conv3D(_Conv):
                          **kwargs)
         if groups != 1:
             raise LayerError(f"{self.what}: groups={groups!r} is not supported; expected 1")
-        self.kernel_size = conv.ntuple(kernel_size, 3, self.what, "kernel_size")
-        self.strides = conv.ntuple(strides, 3, self.what, "strides")
-        self.dilation_rate = conv.ntuple(dilation_rate, 3, self.what, "dilation_rate")
-        self.padding = conv.standardize_padding(padding, self.what)
+        self.kernel_size = ntuple(kernel_size, 3, self.what, "kernel_size")
+        self.strides = ntuple(strides, 3, self.what, "strides")
+        self.dilation_rate = ntuple(dilation_rate, 3, self.what, "dilation_rate")
+        self.padding = standardize_padding(padding, self.what)
 
     def _channel_axis(self):
         return 1 if self.data_format == "NCHW" else 4
@@ -214,7 +216,7 @@ class Conv1DTranspose(_Conv):
             raise LayerError(f"{self.what}: dilation_rate={dilation_rate!r} is not supported; expected 1")
         self.kernel_size = _one(kernel_size, self.what, "kernel_size")
         self.strides = _one(strides, self.what, "strides")
-        self.padding = conv.standardize_padding(padding, self.what)
+        self.padding = standardize_padding(padding, self.what)
 
     def _channel_axis(self):
         return 1 if self.data_format == "NCHW" else 2
@@ -225,10 +227,10 @@ class Conv1DTranspose(_Conv):
     def convolve(self, x, kernel):
         first = self.data_format == "NCHW"
         n, c, w = (x.shape[0], x.shape[1], x.shape[2]) if first else (x.shape[0], x.shape[2], x.shape[1])
-        rows = shape_ops.reshape(x, (n, c, 1, w) if first else (n, 1, w, c))
-        y = conv.conv2d_transpose(rows, shape_ops.reshape(kernel, (1,) + self.kernel.shape), (1, self.strides),
+        rows = reshape(x, (n, c, 1, w) if first else (n, 1, w, c))
+        y = conv2d_transpose(rows, reshape(kernel, (1,) + self.kernel.shape), (1, self.strides),
                                   self.padding, self.data_format)
-        return shape_ops.reshape(y, (n, self.filters, y.shape[3]) if first else (n, y.shape[2], self.filters))
+        return reshape(y, (n, self.filters, y.shape[3]) if first else (n, y.shape[2], self.filters))
 
     def get_config(self):
         return {**super().get_config(), "data_format": keras_format(self.data_format), "output_padding": None,

@@ -2,7 +2,9 @@
 Concatenate, and Keras' functional forms add(...) etc.), Embedding, ReversibleEmbedding."""
 from .. import activations, dtypes, initializers, regularizers
 from ..errors import LayerError, ShapeError
-from ..ops import einsum, elementwise, embedding, nn, shape as shape_ops
+from ..ops import elementwise, embedding, nn
+from ..ops.einsum import einsum
+from ..ops.shape import concat
 from .base import Layer
 
 
@@ -120,22 +122,32 @@ class Concatenate(_Merge):
 
     def call(self, inputs):
         self._check(inputs)
-        return shape_ops.concat(inputs, axis=self.axis)
+        return concat(inputs, axis=self.axis)
 
     def get_config(self):
         return {**super().get_config(), "axis": self.axis}
 
 
 class Embedding(Layer):
+    """``mask_zero=True``: id 0 pads, and a recurrent layer fed this layer's output skips those steps (Keras'
+    mask; an id of 0 is then not a word, so ``input_dim`` counts it)."""
+
     #: Keras' Embedding gathers from its float32 table and casts the rows to the compute dtype
     autocast = False
 
-    def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", embeddings_regularizer=None, **kwargs):
+    def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", embeddings_regularizer=None,
+                 embeddings_constraint=None, mask_zero=False, **kwargs):
         super().__init__(**kwargs)
         for what, v in (("input_dim", input_dim), ("output_dim", output_dim)):
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise LayerError(f"layer {self.name!r} (Embedding): {what} expected a positive int, received {v!r}")
-        self.input_dim, self.output_dim = input_dim, output_dim
+        if embeddings_constraint is not None:
+            raise LayerError(f"layer {self.name!r} (Embedding): embeddings_constraint is not supported by "
+                             f"flowlayers, received {embeddings_constraint!r}; expected None")
+        if not isinstance(mask_zero, bool):
+            raise LayerError(f"layer {self.name!r} (Embedding): mask_zero expected True or False, received "
+                             f"{mask_zero!r}")
+        self.input_dim, self.output_dim, self.mask_zero = input_dim, output_dim, mask_zero
         init = "random_uniform" if embeddings_initializer == "uniform" else embeddings_initializer
         self.embeddings_initializer = initializers.get(init)
         self.embeddings_regularizer = regularizers.get(embeddings_regularizer,
@@ -146,13 +158,16 @@ class Embedding(Layer):
                                           self.embeddings_initializer, regularizer=self.embeddings_regularizer)
 
     def call(self, ids):
+        if not ids.dtype.is_integer:        # Keras casts ids of another dtype (a default float Input) to int32
+            ids = elementwise.cast(ids, dtypes.int32)
         rows = embedding.gather(self.read(self.embeddings), ids)
         return rows if rows.dtype == self.compute_dtype else elementwise.cast(rows, self.compute_dtype)
 
     def get_config(self):
         return {**super().get_config(), "input_dim": self.input_dim, "output_dim": self.output_dim,
                 "embeddings_initializer": initializers.serialize(self.embeddings_initializer),
-                "embeddings_regularizer": regularizers.serialize(self.embeddings_regularizer)}
+                "embeddings_regularizer": regularizers.serialize(self.embeddings_regularizer),
+                "embeddings_constraint": None, "mask_zero": self.mask_zero}
 
 
 class ReversibleEmbedding(Embedding):
@@ -199,7 +214,7 @@ class ReversibleEmbedding(Embedding):
             inputs, kernel = elementwise.cast(inputs, self.reverse_dtype), elementwise.cast(kernel, self.reverse_dtype)
         elif inputs.dtype != kernel.dtype and inputs.dtype.is_floating:
             inputs = elementwise.cast(inputs, kernel.dtype)    # Keras' promotion: 16-bit vectors, float32 table
-        logits = einsum.einsum(equation, inputs, kernel)
+        logits = einsum(equation, inputs, kernel)
         if self.logit_soft_cap is not None:
             logits = elementwise.tanh(logits / self.logit_soft_cap) * self.logit_soft_cap
         return logits

@@ -1,7 +1,8 @@
 """Dense: ``activation(x @ kernel + bias)`` over the last axis."""
 from .. import activations
 from ..errors import LayerError
-from ..ops import conv, matmul
+from ..ops.conv import bias_add
+from ..ops.matmul import matmul
 from .base import Layer
 
 
@@ -26,9 +27,9 @@ class Dense(Layer):
         self.fix_feature_dims(last=input_shape[-1])
 
     def call(self, x):
-        y = matmul.matmul(x, self.read(self.kernel))
+        y = matmul(x, self.read(self.kernel))
         if self.use_bias:
-            y = conv.bias_add(y, self.read(self.bias), axis=-1)
+            y = bias_add(y, self.read(self.bias), axis=-1)
         return self.activation(y)
 
     def get_config(self):

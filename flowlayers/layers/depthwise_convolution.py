@@ -4,7 +4,9 @@ their weights: ``depthwise_kernel`` (kh, kw, in, multiplier), ``pointwise_kernel
 filters), ``bias``."""
 from .. import activations, initializers, regularizers
 from ..errors import LayerError
-from ..ops import conv, depthwise, shape as shape_ops
+from ..ops import depthwise
+from ..ops.conv import bias_add, conv2d, ntuple, standardize_data_format, standardize_padding
+from ..ops.shape import reshape
 from .base import Layer
 from .convolution import keras_format
 
@@ -19,12 +21,12 @@ class _Depthwise(Layer):
         super().__init__(**kwargs)
         self.what = what = f"layer {self.name!r} ({type(self).__name__})"
         n = self.rank
-        self.kernel_size = conv.ntuple(kernel_size, n, what, "kernel_size")
-        self.strides = conv.ntuple(strides, n, what, "strides")
-        self.dilation_rate = conv.ntuple(dilation_rate, n, what, "dilation_rate")
-        (self.depth_multiplier,) = conv.ntuple(depth_multiplier, 1, what, "depth_multiplier")
-        self.padding = conv.standardize_padding(padding, what)
-        self.data_format = conv.standardize_data_format(data_format or "channels_last", what)
+        self.kernel_size = ntuple(kernel_size, n, what, "kernel_size")
+        self.strides = ntuple(strides, n, what, "strides")
+        self.dilation_rate = ntuple(dilation_rate, n, what, "dilation_rate")
+        (self.depth_multiplier,) = ntuple(depth_multiplier, 1, what, "depth_multiplier")
+        self.padding = standardize_padding(padding, what)
+        self.data_format = standardize_data_format(data_format or "channels_last", what)
         self.activation = activations.get(activation, f"{what}: activation")
         if not isinstance(use_bias, bool):
             raise LayerError(f"{what}: use_bias expected True or False, received {use_bias!r}")
@@ -65,13 +67,13 @@ class _Depthwise(Layer):
         first = self.data_format == "NCHW"
         if self.rank == 1:      # (N, W, C) as (N, 1, W, C), the kernels with a leading 1
             n, c, w = (x.shape[0], x.shape[1], x.shape[2]) if first else (x.shape[0], x.shape[2], x.shape[1])
-            x = shape_ops.reshape(x, (n, c, 1, w) if first else (n, 1, w, c))
+            x = reshape(x, (n, c, 1, w) if first else (n, 1, w, c))
         y = self.mix(depthwise.depthwise_conv2d(x, self._as_2d(self.depthwise_kernel), self._pair(self.strides),
                                                 self.padding, self.data_format, self._pair(self.dilation_rate)))
         if self.rank == 1:
-            y = shape_ops.reshape(y, (n, y.shape[1], y.shape[3]) if first else (n, y.shape[2], y.shape[3]))
+            y = reshape(y, (n, y.shape[1], y.shape[3]) if first else (n, y.shape[2], y.shape[3]))
         if self.use_bias:
-            y = conv.bias_add(y, self.read(self.bias), axis=self._channel_axis())
+            y = bias_add(y, self.read(self.bias), axis=self._channel_axis())
         return self.activation(y)
 
     def mix(self, y):
@@ -79,7 +81,7 @@ class _Depthwise(Layer):
 
     def _as_2d(self, var):
         kernel = self.read(var)
-        return kernel if self.rank == 2 else shape_ops.reshape(kernel, (1,) + var.shape)
+        return kernel if self.rank == 2 else reshape(kernel, (1,) + var.shape)
 
     def _pair(self, value):
         return value if self.rank == 2 else (1,) + value
@@ -125,7 +127,7 @@ class _Separable(_Depthwise):
         return self.filters
 
     def mix(self, y):
-        return conv.conv2d(y, self._as_2d(self.pointwise_kernel), 1, "VALID", self.data_format)
+        return conv2d(y, self._as_2d(self.pointwise_kernel), 1, "VALID", self.data_format)
 
     def get_config(self):
         return {**super().get_config(), "filters": self.filters,

@@ -11,7 +11,9 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import LayerError, ShapeError
-from ..ops import einsum, elementwise as ew, nn, reduce, shape as shape_ops
+from ..ops import elementwise as ew, nn, reduce
+from ..ops.einsum import einsum
+from ..ops.shape import reshape
 from .base import Layer
 
 MASKED = 1e9        # what Keras subtracts from a masked score (float32; float16's largest number in float16)
@@ -48,7 +50,7 @@ class Attention(Layer):
     def scores(self, q, k):
         """(N, Tq, Tv) scores of each query step for each key step."""
         if self.score_mode == "dot":
-            s = einsum.einsum("nqd,nvd->nqv", q, k)
+            s = einsum("nqd,nvd->nqv", q, k)
             return ew.multiply(s, self.read(self.scale)) if self.use_scale else s
         pairs = self._pairs(q, k)
         if self.use_scale:
@@ -59,7 +61,7 @@ class Attention(Layer):
     def _pairs(q, k):
         """(N, Tq, Tv, D): each query step plus each key step."""
         (n, tq, d), tv = q.shape, k.shape[1]
-        return ew.add(shape_ops.reshape(q, (n, tq, 1, d)), shape_ops.reshape(k, (n, 1, tv, d)))
+        return ew.add(reshape(q, (n, tq, 1, d)), reshape(k, (n, 1, tv, d)))
 
     def call(self, inputs, mask=None, training=None, return_attention_scores=False, use_causal_mask=False):
         self._check_shapes([x.shape for x in inputs] if isinstance(inputs, (list, tuple)) else inputs)
@@ -67,7 +69,7 @@ class Attention(Layer):
         k = inputs[2] if len(inputs) > 2 else v
         q_mask, v_mask = self._masks(mask)
         scores = self.scores(q, k)
-        keep = None if v_mask is None else shape_ops.reshape(ew.cast(v_mask, q.dtype), (v.shape[0], 1, v.shape[1]))
+        keep = None if v_mask is None else reshape(ew.cast(v_mask, q.dtype), (v.shape[0], 1, v.shape[1]))
         if use_causal_mask:
             causal = ew.constant(np.tril(np.ones((q.shape[1], v.shape[1]), np.float32)), q.dtype)
             keep = causal if keep is None else ew.multiply(keep, causal)
@@ -77,9 +79,9 @@ class Attention(Layer):
         weights = nn.softmax(scores, axis=-1)
         if self.dropout:
             weights = nn.dropout(weights, self.dropout, training=training, seed=self.seed)
-        out = einsum.einsum("nqv,nvd->nqd", weights, v)
+        out = einsum("nqv,nvd->nqd", weights, v)
         if q_mask is not None:
-            out = ew.multiply(out, shape_ops.reshape(ew.cast(q_mask, out.dtype), (q.shape[0], q.shape[1], 1)))
+            out = ew.multiply(out, reshape(ew.cast(q_mask, out.dtype), (q.shape[0], q.shape[1], 1)))
             self._query_masks[id(out)] = (out, q_mask)
         return (out, weights) if return_attention_scores else out
 

@@ -9,7 +9,7 @@ first of them to the last output dim (1 where a letter has no bias), as in Keras
 """
 from .. import activations
 from ..errors import LayerError
-from ..ops import einsum as einsum_ops
+from ..ops.einsum import einsum, parse
 from .base import Layer
 
 
@@ -44,7 +44,7 @@ class EinsumDense(Layer):
 
     def build(self, input_shape):
         x, k, out = self._explicit(len(input_shape))
-        einsum_ops.parse(f"{x},{k}->{out}", 2)
+        parse(f"{x},{k}->{out}", 2)
         if len(x) != len(input_shape):
             raise LayerError(f"{self.what}: equation {self.equation!r} expected an input of rank {len(x)}, received "
                              f"shape {input_shape}")
@@ -75,7 +75,7 @@ class EinsumDense(Layer):
             self.bias = self.add_weight("bias", shape, self.bias_initializer, regularizer=self.bias_regularizer)
 
     def call(self, x):
-        y = einsum_ops.einsum(self._equation, x, self.read(self.kernel))
+        y = einsum(self._equation, x, self.read(self.kernel))
         return self.activation(y + self.read(self.bias) if self.bias is not None else y)
 
     def get_config(self):

@@ -9,7 +9,9 @@ batch and channels split alike.
 import numpy as np
 
 from ..errors import LayerError, ShapeError
-from ..ops import einsum, elementwise, shape as shape_ops
+from ..ops import elementwise
+from ..ops.indexing import static_slice
+from ..ops.einsum import einsum
 from .base import Layer
 from .convolution import keras_data_format
 
@@ -37,9 +39,9 @@ def resize(x, height, width, method, channels_first):
     size_h, size_w = x.shape[h_axis], x.shape[h_axis + 1]
     terms = "nchw" if channels_first else "nhwc"
     if (size_h, size_w) != (height, width):
-        rows = einsum.einsum(f"{terms},Hh->{terms.replace('h', 'H')}", x, _constant(interpolation_matrix(
+        rows = einsum(f"{terms},Hh->{terms.replace('h', 'H')}", x, _constant(interpolation_matrix(
             size_h, height, method), x))
-        x = einsum.einsum(f"{terms.replace('h', 'H')},Ww->{terms.replace('h', 'H').replace('w', 'W')}", rows,
+        x = einsum(f"{terms.replace('h', 'H')},Ww->{terms.replace('h', 'H').replace('w', 'W')}", rows,
                           _constant(interpolation_matrix(size_w, width, method), x))
     return x
 
@@ -65,7 +67,7 @@ def center_slice(x, height, width, channels_first):
         return x
     bounds = [(0, None)] + [(0, d) for d in x.shape[1:]]
     bounds[h_axis], bounds[h_axis + 1] = (top, top + height), (left, left + width)
-    return shape_ops.slice(x, bounds)
+    return static_slice(x, [b for b, _ in bounds], [e for _, e in bounds])
 
 
 class _Image(Layer):

@@ -4,7 +4,9 @@ functional forms ``maximum``, ``minimum`` and ``dot``."""
 import string
 
 from ..errors import LayerError, ShapeError
-from ..ops import einsum, elementwise as ew, shape as shape_ops
+from ..ops import elementwise as ew
+from ..ops.einsum import einsum
+from ..ops.shape import reshape
 from .core import _Merge
 from .normalization import l2_normalize
 
@@ -53,8 +55,8 @@ class Dot(_Merge):
         tb = ["n"] + [next(letters) for _ in range(b.ndim - 1)]
         ta[ka] = tb[kb] = "k"
         out = "".join(ta[1:ka] + ta[ka + 1:] + tb[1:kb] + tb[kb + 1:])
-        y = einsum.einsum(f"{''.join(ta)},{''.join(tb)}->n{out}", a, b)
-        return shape_ops.reshape(y, (y.shape[0], 1)) if not out else y
+        y = einsum(f"{''.join(ta)},{''.join(tb)}->n{out}", a, b)
+        return reshape(y, (y.shape[0], 1)) if not out else y
 
     def get_config(self):
         return {**super().get_config(), "axes": self.axes, "normalize": self.normalize}

@@ -3,7 +3,9 @@ import numpy as np
 
 from .. import dtypes, initializers, mixed_precision, regularizers
 from ..errors import LayerError, ShapeError
-from ..ops import elementwise, norm, reduce, shape as shape_ops
+from ..ops import elementwise, reduce
+from ..ops.norm import batch_norm, layer_norm
+from ..ops.shape import reshape
 from .base import Layer
 
 
@@ -59,7 +61,7 @@ class BatchNormalization(Layer):
         dim = (x.shape[self.axis],)
         gamma = read_as(self, self.gamma, x) if self.scale else elementwise.constant([1.0] * dim[0], x.dtype)
         beta = read_as(self, self.beta, x) if self.center else elementwise.constant([0.0] * dim[0], x.dtype)
-        y, new_mean, new_var = norm.batch_norm(x, gamma, beta, read_as(self, self.moving_mean, x),
+        y, new_mean, new_var = batch_norm(x, gamma, beta, read_as(self, self.moving_mean, x),
                                                read_as(self, self.moving_variance, x), self.axis, self.momentum,
                                                self.epsilon, training)
         y.node.updates = {1: self.moving_mean, 2: self.moving_variance}
@@ -95,7 +97,7 @@ class LayerNormalization(Layer):
         shape = tuple(x.shape[a] for a in self.axis)
         gamma = read_as(self, self.gamma, x) if self.scale else elementwise.constant(np.ones(shape), x.dtype)
         beta = read_as(self, self.beta, x) if self.center else elementwise.constant(np.zeros(shape), x.dtype)
-        return in_compute_dtype(self, norm.layer_norm(x, gamma, beta, self.axis, self.epsilon))
+        return in_compute_dtype(self, layer_norm(x, gamma, beta, self.axis, self.epsilon))
 
     def get_config(self):
         return {**super().get_config(), "axis": self.axis, "epsilon": self.epsilon, "center": self.center,
@@ -145,7 +147,7 @@ class GroupNormalization(Layer):
         dim = x.shape[axis]
         groups = dim if self.groups == -1 else self.groups
         grouped = x.shape[:axis] + (groups, dim // groups) + x.shape[axis + 1:]
-        xg = shape_ops.reshape(x, grouped)
+        xg = reshape(x, grouped)
         over = [a for a in range(1, len(grouped)) if a != axis]
         mean = reduce.reduce_mean(xg, axis=over, keepdims=True)
         centred = elementwise.subtract(xg, mean)
@@ -154,10 +156,10 @@ class GroupNormalization(Layer):
         per_channel = [1] * len(grouped)
         per_channel[axis:axis + 2] = [groups, dim // groups]
         if self.scale:
-            y = elementwise.multiply(y, shape_ops.reshape(read_as(self, self.gamma, x), per_channel))
+            y = elementwise.multiply(y, reshape(read_as(self, self.gamma, x), per_channel))
         if self.center:
-            y = elementwise.add(y, shape_ops.reshape(read_as(self, self.beta, x), per_channel))
-        return in_compute_dtype(self, shape_ops.reshape(y, x.shape))
+            y = elementwise.add(y, reshape(read_as(self, self.beta, x), per_channel))
+        return in_compute_dtype(self, reshape(y, x.shape))
 
     def get_config(self):
         return {**super().get_config(), "groups": self.groups, "axis": self.axis, "epsilon": self.epsilon,

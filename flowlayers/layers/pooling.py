@@ -2,7 +2,9 @@
 spatial axis).  The 1-D poolings run the 2-D ops over rows of height 1, as Conv1D does; the 3-D ones have their
 own ops."""
 from ..errors import LayerError
-from ..ops import conv, conv3d, elementwise as ew, reduce, shape as shape_ops
+from ..ops import conv3d, elementwise as ew, reduce
+from ..ops.conv import avg_pool2d, max_pool2d, ntuple, pair, standardize_data_format, standardize_padding
+from ..ops.shape import reshape
 from .base import Layer
 from .convolution import keras_data_format
 
@@ -14,10 +16,10 @@ class _Pool2D(Layer):
     def __init__(self, pool_size=2, strides=None, padding="valid", data_format="channels_last", **kwargs):
         super().__init__(**kwargs)
         what = f"layer {self.name!r} ({type(self).__name__})"
-        self.pool_size = conv.pair(pool_size, what, "pool_size")
-        self.strides = conv.pair(self.pool_size if strides is None else strides, what, "strides")
-        self.padding = conv.standardize_padding(padding, what)
-        self.data_format = conv.standardize_data_format(data_format, what)
+        self.pool_size = pair(pool_size, what, "pool_size")
+        self.strides = pair(self.pool_size if strides is None else strides, what, "strides")
+        self.padding = standardize_padding(padding, what)
+        self.data_format = standardize_data_format(data_format, what)
 
     def call(self, x):
         return type(self).op(x, self.pool_size, self.strides, self.padding, self.data_format)
@@ -28,11 +30,11 @@ class _Pool2D(Layer):
 
 
 class MaxPool2D(_Pool2D):
-    op = staticmethod(conv.max_pool2d)
+    op = staticmethod(max_pool2d)
 
 
 class AveragePooling2D(_Pool2D):
-    op = staticmethod(conv.avg_pool2d)
+    op = staticmethod(avg_pool2d)
 
 
 MaxPooling2D = MaxPool2D
@@ -47,17 +49,17 @@ class _Pool1D(Layer):
     def __init__(self, pool_size, strides=None, padding="valid", data_format=None, **kwargs):
         super().__init__(**kwargs)
         what = f"layer {self.name!r} ({type(self).__name__})"
-        (self.pool_size,) = conv.ntuple(pool_size, 1, what, "pool_size")
-        (self.strides,) = conv.ntuple(self.pool_size if strides is None else strides, 1, what, "strides")
-        self.padding = conv.standardize_padding(padding, what).lower()
+        (self.pool_size,) = ntuple(pool_size, 1, what, "pool_size")
+        (self.strides,) = ntuple(self.pool_size if strides is None else strides, 1, what, "strides")
+        self.padding = standardize_padding(padding, what).lower()
         self.data_format = keras_data_format(data_format, what)
 
     def call(self, x):
         first = self.data_format == "channels_first"
         n, c, w = (x.shape[0], x.shape[1], x.shape[2]) if first else (x.shape[0], x.shape[2], x.shape[1])
-        rows = shape_ops.reshape(x, (n, c, 1, w) if first else (n, 1, w, c))
+        rows = reshape(x, (n, c, 1, w) if first else (n, 1, w, c))
         y = type(self).op(rows, (1, self.pool_size), (1, self.strides), self.padding, "NCHW" if first else "NHWC")
-        return shape_ops.reshape(y, (n, c, y.shape[3]) if first else (n, y.shape[2], c))
+        return reshape(y, (n, c, y.shape[3]) if first else (n, y.shape[2], c))
 
     def get_config(self):
         return {**super().get_config(), "pool_size": self.pool_size, "strides": self.strides,
@@ -65,14 +67,14 @@ class _Pool1D(Layer):
 
 
 class MaxPooling1D(_Pool1D):
-    op = staticmethod(conv.max_pool2d)
+    op = staticmethod(max_pool2d)
 
     def __init__(self, pool_size=2, strides=None, padding="valid", data_format=None, **kwargs):
         super().__init__(pool_size, strides, padding, data_format, **kwargs)
 
 
 class AveragePooling1D(_Pool1D):
-    op = staticmethod(conv.avg_pool2d)
+    op = staticmethod(avg_pool2d)
 
 
 class _Pool3D(Layer):
@@ -82,9 +84,9 @@ class _Pool3D(Layer):
     def __init__(self, pool_size, strides=None, padding="valid", data_format=None, **kwargs):
         super().__init__(**kwargs)
         what = f"layer {self.name!r} ({type(self).__name__})"
-        self.pool_size = conv.ntuple(pool_size, 3, what, "pool_size")
-        self.strides = conv.ntuple(self.pool_size if strides is None else strides, 3, what, "strides")
-        self.padding = conv.standardize_padding(padding, what).lower()
+        self.pool_size = ntuple(pool_size, 3, what, "pool_size")
+        self.strides = ntuple(self.pool_size if strides is None else strides, 3, what, "strides")
+        self.padding = standardize_padding(padding, what).lower()
         self.data_format = keras_data_format(data_format, what)
 
     def call(self, x):
@@ -116,7 +118,7 @@ class _GlobalPool2D(Layer):
 
     def __init__(self, data_format="channels_last", keepdims=False, **kwargs):
         super().__init__(**kwargs)
-        self.data_format = conv.standardize_data_format(data_format, f"layer {self.name!r} ({type(self).__name__})")
+        self.data_format = standardize_data_format(data_format, f"layer {self.name!r} ({type(self).__name__})")
         self.keepdims = bool(keepdims)
 
     def call(self, x):
@@ -171,7 +173,7 @@ class GlobalAveragePooling1D(_GlobalPool):
         if mask is None:
             return super().call(x)
         axis = self._axes()[0]
-        keep = shape_ops.reshape(ew.cast(mask, x.dtype), (mask.shape[0], 1, mask.shape[1]) if axis == 2 else
+        keep = reshape(ew.cast(mask, x.dtype), (mask.shape[0], 1, mask.shape[1]) if axis == 2 else
                                  (mask.shape[0], mask.shape[1], 1))
         return ew.divide(reduce.reduce_sum(ew.multiply(x, keep), axis=axis, keepdims=self.keepdims),
                          reduce.reduce_sum(keep, axis=axis, keepdims=self.keepdims))

@@ -5,7 +5,8 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import InputError, LayerError, ShapeError
-from ..ops import elementwise as ew, nn, reduce, shape as shape_ops
+from ..ops import elementwise as ew, nn, reduce
+from ..ops.shape import reshape
 from .base import Layer
 
 EPSILON = 1e-7      # Keras' backend.epsilon(): the smallest standard deviation Normalization divides by
@@ -75,8 +76,8 @@ class Normalization(Layer):
                                np.float32(EPSILON))
             mean, scale = ew.constant(mean, x.dtype), ew.constant(scale, x.dtype)
         else:
-            mean = shape_ops.reshape(self.read(self.mean), self.broadcast)
-            scale = ew.maximum(ew.sqrt(shape_ops.reshape(self.read(self.variance), self.broadcast)), EPSILON)
+            mean = reshape(self.read(self.mean), self.broadcast)
+            scale = ew.maximum(ew.sqrt(reshape(self.read(self.variance), self.broadcast)), EPSILON)
         if self.invert:
             return ew.add(mean, ew.multiply(x, scale))
         return ew.divide(ew.subtract(x, mean), scale)
@@ -133,7 +134,7 @@ class _Encoding(Layer):
         ids = tokens if tokens.dtype.is_integer else ew.cast(tokens, dtypes.int32)
         if mode == "one_hot":       # a trailing dim of 1 is the token's own
             if ids.ndim > 1 and ids.shape[-1] == 1:
-                ids = shape_ops.reshape(ids, ids.shape[:-1])
+                ids = reshape(ids, ids.shape[:-1])
             return nn.one_hot(ids, depth, dtype=dtype)
         if ids.ndim != 2:
             raise ShapeError(f"layer {self.name!r} ({type(self).__name__}): output_mode {mode!r} expected tokens of "
@@ -214,7 +215,7 @@ class Discretization(_Encoding):
             raise LayerError(f"{self.what}: expected boundaries, received none; call adapt(data) first or give "
                              f"bin_boundaries")
         bounds = ew.constant(np.asarray(self.bin_boundaries, np.float32), x.dtype)
-        below = ew.cast(ew.greater(bounds, shape_ops.reshape(x, x.shape + (1,))), dtypes.int32)
+        below = ew.cast(ew.greater(bounds, reshape(x, x.shape + (1,))), dtypes.int32)
         index = ew.subtract(len(self.bin_boundaries), reduce.reduce_sum(below, axis=-1))
         if self.output_mode == "int":
             return index

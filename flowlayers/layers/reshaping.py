@@ -3,7 +3,10 @@ Cropping1D/2D."""
 import numpy as np
 
 from ..errors import LayerError, ShapeError
-from ..ops import conv, elementwise, shape as shape_ops
+from ..ops import elementwise
+from ..ops.conv import ntuple, pair, standardize_data_format
+from ..ops.indexing import static_slice
+from ..ops.shape import flatten, pad, reshape, transpose
 from .base import Layer
 from .convolution import keras_data_format
 
@@ -12,7 +15,7 @@ class Flatten(Layer):
     min_ndim = 1
 
     def call(self, x):
-        return shape_ops.flatten(x)
+        return flatten(x)
 
 
 class Reshape(Layer):
@@ -24,7 +27,7 @@ class Reshape(Layer):
         self.target_shape = tuple(target_shape)
 
     def call(self, x):
-        return shape_ops.reshape(x, (x.shape[0],) + self.target_shape)
+        return reshape(x, (x.shape[0],) + self.target_shape)
 
     def get_config(self):
         return {**super().get_config(), "target_shape": self.target_shape}
@@ -45,7 +48,7 @@ class Permute(Layer):
         if x.ndim != len(self.dims) + 1:
             raise LayerError(f"layer {self.name!r} (Permute): dims {self.dims} expected an input of rank "
                              f"{len(self.dims) + 1}, received shape {x.shape}")
-        return shape_ops.transpose(x, (0,) + self.dims)
+        return transpose(x, (0,) + self.dims)
 
     def get_config(self):
         return {**super().get_config(), "dims": self.dims}
@@ -71,8 +74,8 @@ class RepeatVector(Layer):
 def _repeat(x, spread, ones, out):
     """``x`` reshaped to ``spread``, multiplied by ones of shape ``ones`` and reshaped to ``out``: each element
     repeated along the dims where ``ones`` is not 1, with every SBP of reshape and multiply."""
-    y = elementwise.multiply(shape_ops.reshape(x, spread), elementwise.constant(np.ones(ones, np.float32), x.dtype))
-    return shape_ops.reshape(y, out)
+    y = elementwise.multiply(reshape(x, spread), elementwise.constant(np.ones(ones, np.float32), x.dtype))
+    return reshape(y, out)
 
 
 class UpSampling1D(Layer):
@@ -81,7 +84,7 @@ class UpSampling1D(Layer):
 
     def __init__(self, size=2, **kwargs):
         super().__init__(**kwargs)
-        (self.size,) = conv.ntuple(size, 1, f"layer {self.name!r} (UpSampling1D)", "size")
+        (self.size,) = ntuple(size, 1, f"layer {self.name!r} (UpSampling1D)", "size")
 
     def call(self, x):
         n, t, c = x.shape
@@ -99,8 +102,8 @@ class UpSampling2D(Layer):
     def __init__(self, size=(2, 2), data_format="channels_last", interpolation="nearest", **kwargs):
         super().__init__(**kwargs)
         what = f"layer {self.name!r} (UpSampling2D)"
-        self.size = conv.pair(size, what, "size")
-        self.data_format = conv.standardize_data_format(data_format, what)
+        self.size = pair(size, what, "size")
+        self.data_format = standardize_data_format(data_format, what)
         if interpolation != "nearest":
             raise LayerError(f"{what}: interpolation expected 'nearest' (the only one implemented), received "
                              f"{interpolation!r}")
@@ -129,13 +132,13 @@ class ZeroPadding2D(Layer):
         super().__init__(**kwargs)
         what = f"layer {self.name!r} (ZeroPadding2D)"
         self.padding = _padding_pairs(padding, what)
-        self.data_format = conv.standardize_data_format(data_format, what)
+        self.data_format = standardize_data_format(data_format, what)
 
     def call(self, x):
         (top, bottom), (left, right) = self.padding
         spatial = [(top, bottom), (left, right)]
         pairs = [(0, 0), (0, 0)] + spatial if self.data_format == "NCHW" else [(0, 0)] + spatial + [(0, 0)]
-        return shape_ops.pad(x, pairs)
+        return pad(x, pairs)
 
     def get_config(self):
         return {**super().get_config(), "padding": self.padding, "data_format": self.data_format}
@@ -153,7 +156,7 @@ class ZeroPadding1D(Layer):
 
     def call(self, x):
         first = self.data_format == "channels_first"
-        return shape_ops.pad(x, [(0, 0), (0, 0), self.padding] if first else [(0, 0), self.padding, (0, 0)])
+        return pad(x, [(0, 0), (0, 0), self.padding] if first else [(0, 0), self.padding, (0, 0)])
 
     def get_config(self):
         return {**super().get_config(), "padding": self.padding, "data_format": self.data_format}
@@ -205,7 +208,7 @@ def _crop(x, cuts, layer):
             raise ShapeError(f"layer {layer.name!r} ({type(layer).__name__}): cropping {layer.cropping} leaves "
                              f"nothing of input shape {x.shape}")
         bounds.append((before, None if size is None else size - after))
-    return shape_ops.slice(x, bounds)
+    return static_slice(x, [b for b, _ in bounds], [e for _, e in bounds])
 
 
 def _one_pair(value, what, name):

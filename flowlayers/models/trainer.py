@@ -126,7 +126,7 @@ class Trainer:
             if self.loss_weight != 1.0:
                 per_example = per_example * self.loss_weight
             head_losses = []
-            metric_blobs = [_per_example(m.values(label, model.outputs[0])) for m in self.metrics]
+            metric_blobs = [s for m in self.metrics for s in m.statistics(label, model.outputs[0])]
         else:
             labels, head_losses, metric_blobs, per_example = [], [], [], None
             for h in self.heads:
@@ -137,7 +137,7 @@ class Trainer:
                 head_losses.append(weighed(_per_example(h.loss(label, out))))
                 share = head_losses[-1] * h.weight if h.weight != 1.0 else head_losses[-1]
                 per_example = share if per_example is None else per_example + share
-                metric_blobs += [_per_example(m.values(label, out)) for m in h.metrics]
+                metric_blobs += [s for m in h.metrics for s in m.statistics(label, out)]
         per_example = regularizers.penalized(per_example)     # Keras: the reported loss includes the penalties
         outputs = [per_example] + head_losses + metric_blobs
         train = phase == "train"

@@ -120,8 +120,9 @@ class FitState:
         where = {"steps": self.steps, "batch_size": self.batch_size, "data": self.data}
         if end_of_epoch:
             return {"epoch": self.epoch + 1, "batch": 0, "metrics": [], **where}
-        return {"epoch": self.epoch, "batch": self.batch, "metrics": [[m.name, m.total, m.count] for m in self.metrics],
-                **where}
+        # each metric's sums: [name, index of the sum, its value]
+        sums = [[m.name, j, float(v)] for m in self.metrics for j, v in enumerate(_sums(m))]
+        return {"epoch": self.epoch, "batch": self.batch, "metrics": sums, **where}
 
     def resume(self, position, where):
         """Start at a saved position; it must come from a run with the same batches per epoch and data."""
@@ -146,10 +147,17 @@ class FitState:
         self.epoch, self.batch = epoch, batch
         for m in self.metrics:
             m.reset_state()
-        saved = {name: (total, count) for name, total, count in sums}
+        saved = {}
+        for name, j, value in sums:
+            saved.setdefault(name, {})[int(j)] = value
         for m in self.metrics:
             if m.name in saved:
-                m.total, m.count = saved[m.name]
+                m.sums = [saved[m.name][j] for j in sorted(saved[m.name])]
+
+
+def _sums(metric):
+    sums = metric.sums
+    return [] if sums is None else sums
 
 
 def _run_batches(model, step, batches, metrics, callbacks, hook, train, state=None, deferred=False):
@@ -173,8 +181,9 @@ def _run_batches(model, step, batches, metrics, callbacks, hook, train, state=No
         # each metric's sum over the group (one per batch, stacked, for a group of several)
         sums = step.many(group) if len(group) > 1 else step(group[0])
         rows = sum(da.rows_of(b) for b in group)
-        for m, total in zip(metrics, sums):
-            m.update(total, rows)
+        sums = iter(sums)       # each metric's own sums, in order
+        for m in metrics:
+            m.add_sums([next(sums) for _ in range(m.step_outputs)], rows)
         at += len(group)
         if each_batch:
             logs = {m.name: m.result() for m in metrics}

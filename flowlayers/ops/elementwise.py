@@ -1,10 +1,10 @@
-"""Elementwise ops: binary with numpy broadcasting, unary activations, cast and constants."""
+"""Elementwise ops: binary with numpy broadcasting, unary maths and activations, ``where``, cast and constants."""
 import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError, ShapeError, describe_shape
 from ..framework.blob import Blob
-from ..framework.graph import apply
+from ..framework.graph import apply, as_blob
 from ..framework.op_def import OpDef, Signature
 from ..sbp import broadcast as B, partial_sum as P
 from . import rules
@@ -31,12 +31,16 @@ def _infer_binary(inputs, attrs):
     if a.dtype != b.dtype:
         raise DTypeError(f"expected both operands of one dtype, received {a.dtype} and {b.dtype} "
                          f"(cast one with flow.cast)")
+    if attrs.get("logical") and a.dtype != dtypes.bool_:
+        raise DTypeError(f"expected bool operands, received dtype {a.dtype}")
     return [(broadcast_shapes(a.shape, b.shape), dtypes.bool_ if attrs.get("compare") else a.dtype)]
 
 
-def _binary(name, partial=()):
-    return OpDef(name, _infer_binary,
-                 lambda inputs, attrs: rules.pointwise(inputs, _infer_binary(inputs, attrs)[0][0], partial))
+def _binary(name, partial=(), **kind):
+    """``kind``: ``compare=True`` (a bool result), ``logical=True`` (bool operands and result)."""
+    def infer(inputs, attrs):
+        return _infer_binary(inputs, {**attrs, **kind})
+    return OpDef(name, infer, lambda inputs, attrs: rules.pointwise(inputs, infer(inputs, attrs)[0][0], partial))
 
 
 ADD = _binary("add", [(P, P)])
@@ -45,31 +49,45 @@ MULTIPLY = _binary("multiply", [(P, B), (B, P)])
 DIVIDE = _binary("divide", [(P, B)])
 MAXIMUM = _binary("maximum")
 MINIMUM = _binary("minimum")
-EQUAL = OpDef("equal", lambda i, a: _infer_binary(i, {**a, "compare": True}),
-              lambda inputs, attrs: rules.pointwise(inputs, _infer_binary(inputs, attrs)[0][0]))
+EQUAL = _binary("equal", compare=True)
 POW = _binary("pow")
-GREATER = OpDef("greater", EQUAL.infer, EQUAL.signatures)
+GREATER = _binary("greater", compare=True)
+NOT_EQUAL = _binary("not_equal", compare=True)
+GREATER_EQUAL = _binary("greater_equal", compare=True)
+FLOOR_DIVIDE = _binary("floor_divide")
+MOD = _binary("mod")
+LOGICAL = {n: _binary(n, compare=True, logical=True) for n in ("logical_and", "logical_or", "logical_xor")}
 
 
 def _infer_unary(inputs, attrs):
     (x,) = inputs
-    if attrs.get("float_only", True) and not x.dtype.is_floating:
+    takes = attrs.get("takes", "float")
+    if takes == "float" and not x.dtype.is_floating:
         raise DTypeError(f"expected a floating input, received dtype {x.dtype}")
-    return [(x.shape, x.dtype)]
+    if takes == "bool" and x.dtype != dtypes.bool_:
+        raise DTypeError(f"expected a bool input, received dtype {x.dtype}")
+    return [(x.shape, dtypes.bool_ if attrs.get("test") else x.dtype)]
 
 
-def _unary(name, linear=False, float_only=True):
+def _unary(name, linear=False, takes="float", test=False):
+    """``takes``: the inputs it takes ("float", "bool" or "any"); ``test``: a bool result (isnan)."""
     partial = [(P,)] if linear else ()
-    return OpDef(name, lambda i, a: _infer_unary(i, {"float_only": float_only, **a}),
+    return OpDef(name, lambda i, a: _infer_unary(i, {"takes": takes, "test": test, **a}),
                  lambda inputs, attrs: rules.pointwise(inputs, inputs[0].shape, partial))
 
 
 UNARY = {n: _unary(n) for n in (
     "relu", "relu6", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "square", "gelu",
-    "softplus", "softsign", "silu", "elu", "selu", "hard_sigmoid", "leaky_relu")}
-UNARY["negative"] = _unary("negative", linear=True, float_only=False)
-UNARY["abs"] = _unary("abs", float_only=False)
-UNARY["identity"] = _unary("identity", linear=True, float_only=False)
+    "softplus", "softsign", "silu", "elu", "selu", "hard_sigmoid", "leaky_relu",
+    "erf", "log1p", "expm1", "sin", "cos", "floor", "ceil", "round")}
+UNARY["negative"] = _unary("negative", linear=True, takes="any")
+UNARY["abs"] = _unary("abs", takes="any")
+UNARY["sign"] = _unary("sign", takes="any")
+UNARY["identity"] = _unary("identity", linear=True, takes="any")
+UNARY["stop_gradient"] = _unary("stop_gradient", linear=True, takes="any")    # identity with no gradient
+UNARY["logical_not"] = _unary("logical_not", takes="bool")
+UNARY["isnan"] = _unary("isnan", test=True)
+UNARY["isfinite"] = _unary("isfinite", test=True)
 
 
 def _infer_cast(inputs, attrs):
@@ -81,6 +99,24 @@ CONSTANT = OpDef("constant", lambda inputs, attrs: [(attrs["value"].shape, attrs
                  lambda inputs, attrs: [Signature((), (B,))], kind="constant")
 
 
+def _infer_where(inputs, attrs):
+    condition, a, b = inputs
+    if condition.dtype != dtypes.bool_:
+        raise DTypeError(f"where expected a bool condition, received dtype {condition.dtype}")
+    if a.dtype != b.dtype:
+        raise DTypeError(f"where expected both choices of one dtype, received {a.dtype} and {b.dtype}")
+    return [(broadcast_shapes(condition.shape, broadcast_shapes(a.shape, b.shape)), a.dtype)]
+
+
+# where(c, x, y) is linear in (x, y) together: partial sums of both choices, the condition whole, give one
+WHERE = OpDef("where", _infer_where,
+              lambda inputs, attrs: rules.pointwise(inputs, _infer_where(inputs, attrs)[0][0], [(B, P, P)]))
+
+# a Blob of ``x``'s shape holding ``value`` (no gradient to ``x``)
+FILL_LIKE = OpDef("fill_like", lambda inputs, attrs: [(inputs[0].shape, attrs["dtype"])],
+                  lambda inputs, attrs: rules.pointwise(inputs, inputs[0].shape))
+
+
 def constant(value, dtype=dtypes.float32, name=None):
     """A Blob holding ``value`` (broadcast to every device)."""
     dtype = dtypes.as_dtype(dtype)
@@ -89,6 +125,7 @@ def constant(value, dtype=dtypes.float32, name=None):
 
 
 def _as_blob(x, like):
+    x = as_blob(x)
     if isinstance(x, Blob):
         return x
     if isinstance(x, (int, float, bool, np.number, np.ndarray, list)):
@@ -98,6 +135,7 @@ def _as_blob(x, like):
 
 def _binary_fn(op):
     def fn(x, y, name=None):
+        x, y = as_blob(x), as_blob(y)
         if not isinstance(x, Blob) and not isinstance(y, Blob):
             raise DTypeError(f"flow.math.{op.name}: expected at least one Blob, received {x!r} and {y!r}")
         x, y = _as_blob(x, y if isinstance(y, Blob) else x), _as_blob(y, x if isinstance(x, Blob) else y)
@@ -110,6 +148,9 @@ def _binary_fn(op):
 add, subtract, multiply, divide = map(_binary_fn, (ADD, SUBTRACT, MULTIPLY, DIVIDE))
 maximum, minimum, pow = map(_binary_fn, (MAXIMUM, MINIMUM, POW))  # noqa: A001
 equal, greater = _binary_fn(EQUAL), _binary_fn(GREATER)
+not_equal, greater_equal = _binary_fn(NOT_EQUAL), _binary_fn(GREATER_EQUAL)
+floor_divide, mod = _binary_fn(FLOOR_DIVIDE), _binary_fn(MOD)
+logical_and, logical_or, logical_xor = (_binary_fn(LOGICAL[n]) for n in ("logical_and", "logical_or", "logical_xor"))
 
 
 def _unary_fn(op):
@@ -121,6 +162,7 @@ def _unary_fn(op):
 
 
 def _check_blob(x, what):
+    x = as_blob(x)
     if not isinstance(x, Blob):
         raise DTypeError(f"{what}: expected a Blob, received {type(x).__name__} {x!r}")
     return x
@@ -136,3 +178,15 @@ def leaky_relu(x, alpha=0.2, name=None):  # noqa: F811 - adds the alpha attribut
 def cast(x, dtype, name=None):
     """``x`` converted to ``dtype``."""
     return apply(CAST, [_check_blob(x, "cast")], {"dtype": dtypes.as_dtype(dtype, "flow.cast(dtype)")}, name)
+
+
+def where(condition, x, y, name=None):
+    """``x`` where ``condition`` holds, else ``y`` (all three broadcast together)."""
+    return apply(WHERE, [_check_blob(condition, "where"), _check_blob(x, "where"), _check_blob(y, "where")], {}, name)
+
+
+def fill_like(x, value, dtype=None, name=None):
+    """A Blob of ``x``'s shape holding ``value`` everywhere, in ``dtype`` (default: ``x``'s); no gradient to ``x``."""
+    x = _check_blob(x, "fill_like")
+    dtype = x.dtype if dtype is None else dtypes.as_dtype(dtype, "fill_like(dtype)")
+    return apply(FILL_LIKE, [x], {"value": np.asarray(value, dtype.numpy).item(), "dtype": dtype}, name)

@@ -1,4 +1,5 @@
-"""Ops that move elements without computing: reshape, transpose, concat, pad, slice, and SBP constraints."""
+"""Ops that move elements without computing: reshape, transpose, concat, pad, and SBP constraints (the static
+slice is an indexing op: ``flowlayers/ops/indexing.py``)."""
 import math
 
 from .. import sbp as sbp_mod
@@ -141,43 +142,6 @@ def pad(x, paddings, name=None):
     if any(a < 0 or b < 0 for a, b in pairs):
         raise ShapeError(f"pad expected counts >= 0, received {list(paddings)}")
     return apply(PAD, [x], {"paddings": pairs}, name)
-
-
-def _infer_slice(inputs, attrs):
-    (x,), bounds = inputs, attrs["bounds"]
-    if len(bounds) != x.ndim:
-        raise ShapeError(f"slice expected one (begin, end) pair per dim of the input of shape "
-                         f"{describe_shape(x.shape)}, received {list(bounds)}")
-    out = []
-    for d, (begin, end) in zip(x.shape, bounds):
-        if end is None:         # to the end of the dim: the whole of an unknown (batch) dim
-            out.append(None if d is None else d - begin)
-        elif d is not None and not 0 <= begin < end <= d:
-            raise ShapeError(f"slice expected 0 <= begin < end <= size on every dim, received {list(bounds)} for "
-                             f"shape {describe_shape(x.shape)}")
-        else:
-            out.append(end - begin)
-    if any(d is None and b != (0, None) for d, b in zip(x.shape, bounds)):
-        raise ShapeError(f"slice expected an unknown dim taken whole (0, None), received {list(bounds)} for shape "
-                         f"{describe_shape(x.shape)}")
-    return [(tuple(out), x.dtype)]
-
-
-def _slice_signatures(inputs, attrs):
-    """Split along any dim taken whole; a slice of a partial sum is one (slicing is linear)."""
-    x = inputs[0]
-    whole = [k for k, (b, e) in enumerate(attrs["bounds"]) if b == 0 and e in (None, x.shape[k])]
-    return [Signature((S(k),), (S(k),)) for k in whole] + [Signature((B,), (B,)), Signature((P,), (P,))]
-
-
-SLICE = OpDef("slice", _infer_slice, _slice_signatures)
-
-
-def slice(x, bounds, name=None):  # noqa: A001 - the op's name
-    """``x[b0:e0, b1:e1, ...]``: ``bounds`` holds one ``(begin, end)`` pair per dim; ``end`` None takes the dim
-    to its end (an unknown batch dim only as ``(0, None)``)."""
-    pairs = tuple((int(b), None if e is None else int(e)) for b, e in bounds)
-    return apply(SLICE, [x], {"bounds": pairs}, name)
 
 
 SBP_CONSTRAINT = OpDef("sbp_constraint", lambda inputs, attrs: [(inputs[0].shape, inputs[0].dtype)],

@@ -91,6 +91,12 @@ EXAMPLES = {
     L.RandomZoom: (dict(height_factor=0.1, width_factor=(0.0, 0.2), interpolation="nearest"), IMAGE),
     L.RandomTranslation: (dict(height_factor=(0.1, 0.2), width_factor=0.1, fill_mode="wrap"), IMAGE),
     L.RandomContrast: (dict(factor=0.3, value_range=(0, 1), data_format="channels_first"), IMAGE),
+    L.SimpleRNN: (dict(units=3, activation="relu", return_sequences=True, go_backwards=True), SEQUENCE),
+    L.LSTM: (dict(units=3, recurrent_activation="hard_sigmoid", unit_forget_bias=False, dropout=0.2, seed=1),
+             SEQUENCE),
+    L.GRU: (dict(units=3, reset_after=False, return_sequences=True), [SEQUENCE, (3,)]),     # gru([x, state])
+    L.Bidirectional: (dict(layer=L.LSTM(3, return_sequences=True), merge_mode="sum"), SEQUENCE),
+    L.TimeDistributed: (dict(layer=L.Dense(2, activation="relu")), SEQUENCE),
 }
 INTEGER_INPUTS = (L.Embedding, L.CategoryEncoding)
 # a layer whose config would hold code: get_config refuses it by name (flowlayers loads no code from files)

@@ -8,7 +8,7 @@ import pytest
 import numeric as R
 
 import flowlayers as flow
-from flowlayers.ops import conv as conv_ops
+from flowlayers.ops.conv import conv2d
 from flowlayers.ops import elementwise as ew
 from flowlayers.ops import nn as nn_ops
 from reference import (F, F64, I, N, P, Scale, check, r_avg_pool, r_conv2d, r_log_softmax, r_max_pool, r_moments,
@@ -305,7 +305,7 @@ def test_conv2d(fmt, hw, cin, k, s, pad, d):
     x_shape = (cin, *hw) if fmt == "NCHW" else (*hw, cin)
     pair = (s, s) if isinstance(s, int) else s
     check([F(*x_shape), P(k[0], k[1], cin, k[2], lo=-0.5, hi=0.5)],
-          lambda x, w: conv_ops.conv2d(x, w, strides=s, padding=pad, data_format=fmt, dilations=d),
+          lambda x, w: conv2d(x, w, strides=s, padding=pad, data_format=fmt, dilations=d),
           lambda x, w: r_conv2d(x, w, pair, pad, fmt, (d, d)))
 
 

@@ -37,10 +37,15 @@ import pytest
 
 import flowlayers as flow
 from flowlayers import ops
-from flowlayers.ops import augment, conv3d, depthwise
 from flowlayers.errors import SBPError
 from flowlayers.framework.op_def import Signature
 from flowlayers.framework.variable import store
+from flowlayers.ops import along_axis, augment, conv3d, depthwise, elementwise as ew, indexing, reduce
+from flowlayers.ops.conv import bias_add, conv2d, conv2d_transpose
+from flowlayers.ops.matmul import matmul
+from flowlayers.ops.norm import batch_norm, layer_norm
+from flowlayers.ops.recurrent import rnn
+from flowlayers.ops.shape import pad
 from flowlayers.ops.source import placeholder
 from flowlayers.parallel import force_signature, propagate, signatures_of
 from flowlayers.sbp import Split, broadcast, partial_sum
@@ -78,10 +83,10 @@ def constrained(x, nd_sbp=None):
 
 # name: (op on the inputs, [(shape, float kind or int sampler)])
 CASES = {
-    "matmul": (lambda a, b: ops.matmul.matmul(a, b), [((4, 6), F), ((6, 8), F)]),
-    "matmul_tt": (lambda a, b: ops.matmul.matmul(a, b, transpose_a=True, transpose_b=True),
+    "matmul": (lambda a, b: matmul(a, b), [((4, 6), F), ((6, 8), F)]),
+    "matmul_tt": (lambda a, b: matmul(a, b, transpose_a=True, transpose_b=True),
                   [((6, 4), F), ((8, 6), F)]),
-    "batch_matmul": (lambda a, b: ops.matmul.matmul(a, b), [((2, 4, 6), F), ((2, 6, 4), F)]),
+    "batch_matmul": (lambda a, b: matmul(a, b), [((2, 4, 6), F), ((2, 6, 4), F)]),
     "einsum_projection": (lambda x, k: flow.einsum("bqd,dhk->bqhk", x, k), [((2, 4, 6), F), ((6, 2, 4), F)]),
     "einsum_attention": (lambda q, k: flow.einsum("bqhk,bvhk->bhqv", q, k), [((2, 4, 2, 6), F), ((2, 4, 2, 6), F)]),
     "einsum_sum": (lambda x: flow.einsum("abc->ac", x), [((4, 6, 2), F)]),
@@ -126,11 +131,11 @@ CASES = {
                                                                data_format="NCHW"), [((2, 4, 5, 4), F)]),
     "random_contrast": (lambda x: augment.random_contrast(x, 0.5, -0.5, (-1.0, 1.0)), [((2, 5, 4, 4), F)]),
     "random_flip": (lambda x: augment.random_flip(x, True, True, training=False), [((2, 5, 4, 4), F)]),
-    "bias_add": (lambda x, b: ops.conv.bias_add(x, b), [((4, 6), F), ((6,), F)]),
-    "bias_add_nchw": (lambda x, b: ops.conv.bias_add(x, b, axis=1), [((2, 4, 4, 2), F), ((4,), F)]),
-    "conv2d": (lambda x, k: ops.conv.conv2d(x, k, padding="SAME", data_format="NCHW"),
+    "bias_add": (lambda x, b: bias_add(x, b), [((4, 6), F), ((6,), F)]),
+    "bias_add_nchw": (lambda x, b: bias_add(x, b, axis=1), [((2, 4, 4, 2), F), ((4,), F)]),
+    "conv2d": (lambda x, k: conv2d(x, k, padding="SAME", data_format="NCHW"),
                [((2, 4, 5, 5), F), ((3, 3, 4, 6), F)]),
-    "conv2d_transpose": (lambda x, k: ops.conv.conv2d_transpose(x, k, 2, padding="SAME", data_format="NCHW"),
+    "conv2d_transpose": (lambda x, k: conv2d_transpose(x, k, 2, padding="SAME", data_format="NCHW"),
                          [((2, 4, 3, 3), F), ((3, 3, 6, 4), F)]),
     "conv3d": (lambda x, k: conv3d.conv3d(x, k, padding="SAME"), [((2, 3, 3, 3, 4), F), ((2, 2, 2, 4, 6), F)]),
     "depthwise_conv2d": (lambda x, k: depthwise.depthwise_conv2d(x, k, 2, "SAME", "NHWC"),
@@ -143,8 +148,7 @@ CASES = {
     "flatten": (lambda x: flow.flatten(x), [((2, 4, 3, 3), F)]),
     "transpose": (lambda x: flow.transpose(x, (1, 0, 2)), [((2, 4, 6), F)]),
     "concat": (lambda a, b: flow.concat([a, b], axis=1), [((4, 2), F), ((4, 6), F)]),
-    "pad": (lambda x: ops.shape.pad(x, [(0, 0), (1, 2), (0, 0)]), [((4, 3, 6), F)]),
-    "slice": (lambda x: ops.shape.slice(x, [(0, 4), (1, 5), (0, 2)]), [((4, 6, 2), F)]),
+    "pad": (lambda x: pad(x, [(0, 0), (1, 2), (0, 0)]), [((4, 3, 6), F)]),
     "reduce_sum": (lambda x: flow.math.reduce_sum(x, axis=1), [((4, 6, 2), F)]),
     "reduce_mean": (lambda x: flow.math.reduce_mean(x, axis=0, keepdims=True), [((4, 6), F)]),
     "reduce_max": (lambda x: flow.math.reduce_max(x, axis=1), [((4, 6), F)]),
@@ -156,12 +160,53 @@ CASES = {
                    [((4, 6), F), ((4, 6), F)]),
     "sigmoid_ce": (lambda y, x: flow.nn.sigmoid_cross_entropy_with_logits(flow.math.sigmoid(y), x),
                    [((4, 6), F), ((4, 6), F)]),
-    "layer_norm": (lambda x, g, b: ops.norm.layer_norm(x, g, b, axes=(-1,)), [((4, 6), F), ((6,), F), ((6,), F)]),
-    "batch_norm": (lambda x, g, b, m, v: ops.norm.batch_norm(x, g, b, m, v, axis=1, training=True)[0],
+    "layer_norm": (lambda x, g, b: layer_norm(x, g, b, axes=(-1,)), [((4, 6), F), ((6,), F), ((6,), F)]),
+    "batch_norm": (lambda x, g, b, m, v: batch_norm(x, g, b, m, v, axis=1, training=True)[0],
                    [((4, 6), F), ((6,), F), ((6,), F), ((6,), F), ((6,), F)]),
     "gather": (lambda t, i: ops.embedding.gather(t, i), [((6, 4), F), ((4, 2), _ints(6))]),
     "one_hot": (lambda i: ops.nn.one_hot(i, 6), [((4, 2), _ints(6))]),
     "argmax": (lambda x: ops.reduce.argmax(x, axis=1), [((4, 6), F)]),
+    # flow.ops (Keras' ops): the ops it added
+    "not_equal": (lambda a, b: ew.not_equal(a, ew.maximum(a, b)), [((4, 6), F), ((4, 6), F)]),
+    "greater_equal": (lambda a, b: ew.greater_equal(a, b), [((4, 6), F), ((6,), F)]),
+    "floor_divide": (lambda a, b: ew.floor_divide(a, b + 1), [((4, 6), _ints(20)), ((4, 6), _ints(5))]),
+    "mod": (lambda a, b: ew.mod(a, b + 1), [((4, 6), _ints(20)), ((6,), _ints(5))]),
+    **{n: (lambda a, b, n=n: getattr(ew, n)(ew.greater(a, 0.0), ew.greater(b, 0.0)), [((4, 6), F), ((4, 6), F)])
+       for n in ("logical_and", "logical_or", "logical_xor")},
+    "logical_not": _unary(lambda a: ew.logical_not(ew.greater(a, 0.0))),
+    "isnan": _unary(lambda a: ew.isnan(flow.math.log(a))),
+    "isfinite": _unary(lambda a: ew.isfinite(1.0 / ew.round(a))),
+    "erf": _unary(lambda a: ew.erf(a)),
+    "log1p": _unary(lambda a: ew.log1p(a), POS),
+    "expm1": _unary(lambda a: ew.expm1(a)),
+    "sin": _unary(lambda a: ew.sin(a)),
+    "cos": _unary(lambda a: ew.cos(a)),
+    "floor": _unary(lambda a: ew.floor(a * 3.0)),        # rounding: a gradient of zero
+    "ceil": _unary(lambda a: ew.ceil(a * 3.0)),
+    "round": _unary(lambda a: ew.round(a * 3.0)),
+    "sign": _unary(lambda a: ew.sign(a)),
+    "stop_gradient": _unary(lambda a: ew.stop_gradient(a)),
+    "fill_like": _unary(lambda a: ew.fill_like(a, 2.5)),
+    "where": (lambda c, a, b: ew.where(ew.greater(c, 0.0), a, b), [((4, 6), F), ((4, 6), F), ((6,), F)]),
+    "reduce_min": (lambda x: reduce.reduce_min(x, axis=1), [((4, 6), F)]),
+    "reduce_prod": (lambda x: reduce.reduce_prod(x, axis=0, keepdims=True), [((4, 6), POS)]),
+    "reduce_any": (lambda x: reduce.reduce_any(ew.greater(x, 1.0), axis=1), [((4, 6), F)]),
+    "reduce_all": (lambda x: reduce.reduce_all(ew.greater(x, -1.0), axis=0), [((4, 6), F)]),
+    "argmin": (lambda x: reduce.argmin(x, axis=0), [((4, 6), F)]),
+    "slice": (lambda x: indexing.static_slice(x, (0, 1, 0), (4, 5, 2)), [((4, 6, 2), F)]),
+    "take": (lambda x, i: indexing.take(x, i, 1), [((4, 6), F), ((4,), _ints(6))]),
+    "take_along_axis": (lambda x, i: indexing.take_along_axis(x, i, 1), [((4, 6), F), ((4, 2), _ints(6))]),
+    "cumsum": (lambda x: along_axis.cumsum(x, 1), [((4, 6), F)]),
+    "cumprod": (lambda x: along_axis.cumprod(x, 0), [((4, 6), POS)]),
+    "sort": (lambda x: along_axis.sort(x, 1), [((4, 6), F)]),
+    "argsort": (lambda x: along_axis.argsort(x, 0), [((4, 6), F)]),
+    "top_k": (lambda x: along_axis.top_k(x, 2)[0], [((4, 6), F)]),
+    # an LSTM's whole sequence from given states, a mask of 0/1 ids; a GRU (reset_after) run backwards
+    "rnn_lstm": (lambda x, k, r, b, h, c, m: rnn(x, k, r, b, [h, c], m, cell="lstm", units=2,
+                                                   return_sequences=True)[0],
+                 [((4, 3, 5), F), ((5, 8), F), ((2, 8), F), ((8,), F), ((4, 2), F), ((4, 2), F), ((4, 3), _ints(2))]),
+    "rnn_gru": (lambda x, k, r, b: rnn(x, k, r, b, cell="gru", units=2, go_backwards=True)[0],
+                [((4, 3, 5), F), ((5, 6), F), ((2, 6), F), ((2, 6), F)]),
 }
 CONSTRAINT = "sbp_constraint"        # its signature is the SBP it pins: tried by pinning, not by forcing
 MASKED_DROPOUT = (lambda a: flow.nn.dropout(a, 0.5), [((4, 6), F)])   # compared with itself, not one device
@@ -263,7 +308,7 @@ def partial_input(path, shape, partial_axes, mesh):
     if rank >= 2:
         a = flow.get_variable(f"{path}/a", shape[:-1] + (CONTRACTED,), initializer=init())
         b = flow.get_variable(f"{path}/b", shape[:-2] + (CONTRACTED, shape[-1]), initializer=init())
-        y = ops.matmul.matmul(a, b)
+        y = matmul(a, b)
         split = Signature((Split(rank - 1), Split(rank - 2)), (partial_sum,))
     else:
         y = flow.math.reduce_sum(flow.get_variable(f"{path}/a", (CONTRACTED,) + shape, initializer=init()), axis=0)

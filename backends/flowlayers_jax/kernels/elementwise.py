@@ -24,6 +24,8 @@ BINARY = {
     "add": jnp.add, "subtract": jnp.subtract, "multiply": jnp.multiply, "divide": jnp.divide,
     "maximum": _chooser(jnp.maximum, jnp.greater_equal), "minimum": _chooser(jnp.minimum, jnp.less_equal),
     "equal": jnp.equal, "greater": jnp.greater, "pow": jnp.power,
+    "not_equal": jnp.not_equal, "greater_equal": jnp.greater_equal, "floor_divide": jnp.floor_divide,
+    "mod": jnp.mod, "logical_and": jnp.logical_and, "logical_or": jnp.logical_or, "logical_xor": jnp.logical_xor,
 }
 
 _SELU_SCALE = 1.0507009873554804934193349852946
@@ -49,6 +51,9 @@ UNARY = {
     "gelu": lambda x: jax.nn.gelu(x, approximate=False), "softplus": jax.nn.softplus, "softsign": softsign,
     "silu": jax.nn.silu, "elu": jax.nn.elu, "selu": selu, "hard_sigmoid": lambda x: jax.nn.relu6(x + 3.0) / 6.0,
     "negative": jnp.negative, "abs": abs_, "identity": lambda x: x,
+    "erf": lax.erf, "log1p": jnp.log1p, "expm1": jnp.expm1, "sin": jnp.sin, "cos": jnp.cos, "floor": jnp.floor,
+    "ceil": jnp.ceil, "round": jnp.round, "sign": jnp.sign, "stop_gradient": lax.stop_gradient,
+    "logical_not": jnp.logical_not, "isnan": jnp.isnan, "isfinite": jnp.isfinite,
 }
 
 
@@ -69,9 +74,17 @@ def cast(node, x, ctx):
     return x.astype(array_dtype(node.attrs["dtype"]))
 
 
+def where(node, condition, a, b, ctx):
+    return jnp.where(condition, a, b)
+
+
+def fill_like(node, x, ctx):
+    return jnp.full(x.shape, node.attrs["value"], array_dtype(node.attrs["dtype"]))
+
+
 def constant(node, ctx):
     return ctx.constant(node.attrs["value"], jax_dtype(node.attrs["dtype"]))
 
 
 KERNELS = {**{n: binary for n in BINARY}, **{n: unary for n in UNARY},
-           "leaky_relu": leaky_relu, "cast": cast, "constant": constant}
+           "leaky_relu": leaky_relu, "cast": cast, "constant": constant, "where": where, "fill_like": fill_like}

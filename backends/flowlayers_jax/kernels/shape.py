@@ -1,4 +1,4 @@
-"""reshape, transpose, concat, pad, slice, SBP constraints (identity on values): ``flowlayers/ops/shape.py``."""
+"""reshape, transpose, concat, pad, SBP constraints (identity on values): ``flowlayers/ops/shape.py``."""
 import jax.numpy as jnp
 
 from flowlayers.backend_common import reshaped
@@ -20,13 +20,8 @@ def pad(node, x, ctx):
     return jnp.pad(x, node.attrs["paddings"])
 
 
-def slice_(node, x, ctx):
-    return x[tuple(slice(b, e) for b, e in node.attrs["bounds"])]
-
-
 def sbp_constraint(node, x, ctx):
     return x
 
 
-KERNELS = {"reshape": reshape, "transpose": transpose, "concat": concat, "pad": pad, "slice": slice_,
-           "sbp_constraint": sbp_constraint}
+KERNELS = {"reshape": reshape, "transpose": transpose, "concat": concat, "pad": pad, "sbp_constraint": sbp_constraint}

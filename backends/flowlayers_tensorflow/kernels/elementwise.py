@@ -6,6 +6,9 @@ from ..dtypes import tf_dtype
 BINARY = {
     "add": tf.add, "subtract": tf.subtract, "multiply": tf.multiply, "divide": tf.divide,
     "maximum": tf.maximum, "minimum": tf.minimum, "equal": tf.equal, "greater": tf.greater, "pow": tf.pow,
+    "not_equal": tf.not_equal, "greater_equal": tf.greater_equal, "floor_divide": tf.math.floordiv,
+    "mod": tf.math.floormod, "logical_and": tf.logical_and, "logical_or": tf.logical_or,
+    "logical_xor": tf.math.logical_xor,
 }
 
 
@@ -21,6 +24,9 @@ UNARY = {
     "gelu": lambda x: tf.nn.gelu(x, approximate=False), "softplus": tf.nn.softplus, "softsign": softsign,
     "silu": tf.nn.silu, "elu": tf.nn.elu, "selu": tf.nn.selu, "hard_sigmoid": lambda x: tf.nn.relu6(x + 3.0) / 6.0,
     "negative": tf.negative, "abs": tf.abs, "identity": tf.identity,
+    "erf": tf.math.erf, "log1p": tf.math.log1p, "expm1": tf.math.expm1, "sin": tf.sin, "cos": tf.cos,
+    "floor": tf.floor, "ceil": tf.math.ceil, "round": tf.round, "sign": tf.sign, "stop_gradient": tf.stop_gradient,
+    "logical_not": tf.logical_not, "isnan": tf.math.is_nan, "isfinite": tf.math.is_finite,
 }
 
 
@@ -40,9 +46,20 @@ def cast(node, x, ctx):
     return tf.cast(x, tf_dtype(node.attrs["dtype"]))
 
 
+def where(node, condition, a, b, ctx):
+    return tf.where(condition, a, b)
+
+
+def fill_like(node, x, ctx):
+    # zeros_like keeps the input's layout in the consistent view, and gives it no gradient
+    dtype = tf_dtype(node.attrs["dtype"])
+    zeros, value = tf.zeros_like(x, dtype), tf.constant(node.attrs["value"], dtype)
+    return tf.logical_or(zeros, value) if dtype == tf.bool else zeros + value
+
+
 def constant(node, ctx):
     return ctx.constant(node.attrs["value"], tf_dtype(node.attrs["dtype"]))
 
 
 KERNELS = {**{n: binary for n in BINARY}, **{n: unary for n in UNARY},
-           "leaky_relu": leaky_relu, "cast": cast, "constant": constant}
+           "leaky_relu": leaky_relu, "cast": cast, "constant": constant, "where": where, "fill_like": fill_like}
