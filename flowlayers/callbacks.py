@@ -92,6 +92,8 @@ class ProgbarLogger(Callback):
         return bool(self.verbose)
 
     def _out(self):
+        if not env.speaks():        # process 0 speaks for a job of several (every process reads the same logs)
+            return _SILENT
         return self.stream or sys.stdout
 
     def _start(self):
@@ -141,6 +143,19 @@ class ProgbarLogger(Callback):
 
     def on_predict_end(self, logs=None):
         self._bar.end(None)
+
+
+class _Silent:
+    """Where a process that does not speak for its job draws its bar: nowhere."""
+
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+_SILENT = _Silent()
 
 
 class _Bar:
@@ -296,10 +311,12 @@ class BackupAndRestore(Callback):
         before, self._steps_seen = self._steps_seen, self.model.optimizer.iterations
         if self.save_freq != "epoch" and self._steps_seen // self.save_freq > before // self.save_freq:
             self.model.trainer.save_checkpoint(self._path, self.model.trainer.fit_state.position())
+            env.restart_point()     # the launcher may start the job again here, from this backup (--elastic)
 
     def on_epoch_end(self, epoch, logs=None):
         if self.save_freq == "epoch":
             self.model.trainer.save_checkpoint(self._path, self.model.trainer.fit_state.position(end_of_epoch=True))
+            env.restart_point()
 
     def on_train_end(self, logs=None):
         if self.delete_checkpoint and env.process_index() == 0:    # one process removes it, for all

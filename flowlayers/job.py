@@ -6,12 +6,13 @@ view of ``function_config`` or the one in force, and rebuilt if the view,
 device count or mesh changes.  Weights are shared between job functions by
 layer name.
 """
+import contextlib
 import inspect
 import typing
 
 import numpy as np
 
-from . import dtypes, engine, regularizers, scope, settings
+from . import dtypes, engine, losses, mixed_precision, optimizers, regularizers, scope, settings
 from .errors import ConfigError, DTypeError, GraphError, InputError, describe_shape
 from .framework.blob import Blob
 from .framework.compiled import Compiled
@@ -27,11 +28,23 @@ _registered = []
 
 
 class function_config:  # noqa: N801 - OneFlow's name
-    """Per-job settings: ``default_logical_view(flow.scope.mirrored_view())``, ``default_data_type(flow.float)``."""
+    """Per-job settings: ``default_logical_view(flow.scope.mirrored_view())``, ``default_data_type(flow.float)``,
+    ``enable_auto_mixed_precision(True)``."""
 
     def __init__(self):
         self.view = None
         self.data_type = dtypes.float32
+        self.auto_mixed_precision = False
+
+    def enable_auto_mixed_precision(self, val=True):
+        """OneFlow's automatic mixed precision: the job's layers take the ``mixed_float16`` policy (they compute in
+        float16 and keep float32 variables, with Keras' casts: normalisation statistics in float32), the loss it
+        minimises is float32 and its optimizer scales the loss dynamically (a ``LossScaleOptimizer``), as a Keras
+        model under ``mixed_float16`` trains."""
+        if not isinstance(val, bool):
+            raise ConfigError(f"function_config().enable_auto_mixed_precision(val): expected True or False, "
+                              f"received {val!r}")
+        self.auto_mixed_precision = val
 
     def default_logical_view(self, view):
         self.view = scope.as_view_name(view, "function_config().default_logical_view(view)")
@@ -121,7 +134,9 @@ class JobFunction:
             engine.runtime(placement)
         except ConfigError as e:
             raise ConfigError(f"job function {self.__name__!r}: {e}") from None
-        with scope.View(view), dtypes.default_float(self.config.data_type if self.config else dtypes.float32):
+        amp = bool(self.config and self.config.auto_mixed_precision)
+        with scope.View(view), dtypes.default_float(self.config.data_type if self.config else dtypes.float32), \
+                mixed_precision.policy_scope("mixed_float16") if amp else contextlib.nullcontext():
             _builds.append(_Build(self.job_type))
             layer_base._build_in_store.append(True)
             try:
@@ -133,6 +148,10 @@ class JobFunction:
             finally:
                 _builds.pop()
                 layer_base._build_in_store.pop()
+        if amp and build.loss is not None:
+            build.loss = losses.in_loss_dtype(build.loss)
+            if not isinstance(build.rule, optimizers.LossScaleOptimizer):
+                build.rule = optimizers.LossScaleOptimizer(build.rule, name=f"loss_scale_{build.rule.name}")
         outputs, modes, structure = _outputs(self.__name__, result, self.returns, view)
         watched = build.watched
         outputs, modes = outputs + [b for b, _ in watched], modes + [_handler_mode(h, view) for _, h in watched]
@@ -187,6 +206,8 @@ def _carry_state(old, new):
     if old is not None and type(old) is type(new) and old.all_slot_names == new.all_slot_names:
         new.iterations = old.iterations
         new._slot_variables = old._slot_variables
+        if isinstance(new, optimizers.LossScaleOptimizer):      # and its own state (the loss scale)
+            new._state = old._state
 
 
 class _Delivery:

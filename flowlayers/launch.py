@@ -32,6 +32,7 @@ import socket
 import sys
 import tempfile
 
+from . import launch_elastic
 from .errors import ConfigError
 from .framework import cluster
 from .launch_job import Host, attempt, member_environments, process_environments
@@ -71,6 +72,13 @@ def parse(argv):
     p.add_argument("--max-restarts", type=int, default=0,
                    help="times the whole job is started again after a process fails or hangs (torchrun's meaning; "
                         "default 0): the others are stopped first; with BackupAndRestore it resumes where it was")
+    p.add_argument("--elastic", default=None, metavar="MIN:MAX",
+                   help="hosts the job runs on, at least MIN and at most MAX of --hosts: when a host's launcher is "
+                        "gone the others start the job again without it, and a launcher that comes back is taken "
+                        "in at the next restart point (the next backup); needs --coordinator")
+    p.add_argument("--join-timeout", type=float, default=launch_elastic.JOIN_SECONDS,
+                   help=f"--elastic: seconds the first start waits for every host, and any start waits for MIN "
+                        f"(default {launch_elastic.JOIN_SECONDS:g})")
     p.add_argument("--verbose", "-v", action="store_true",
                    help="show every process's progress bar and the engines' own start-up lines (kept out by default)")
     p.add_argument("script", help="the Python script to run")
@@ -88,16 +96,32 @@ def parse(argv):
         p.error(f"--coordinator: expected HOST:PORT with several hosts ({hosts}), received none")
     if a.coordinator and (":" not in a.coordinator or not a.coordinator.rsplit(":", 1)[1].isdigit()):
         p.error(f"--coordinator: expected HOST:PORT, received {a.coordinator!r}")
-    last = 65535 - a.processes * len(hosts)     # the processes' ports follow the coordinator's
+    after = a.processes * len(hosts) + (1 if a.elastic else 0)     # the processes' ports (and the rendezvous')
+    last = 65535 - after
     if a.coordinator and not 1 <= int(a.coordinator.rsplit(":", 1)[1]) <= last:
-        p.error(f"--coordinator: expected a port 1..{last} (the {a.processes * len(hosts)} processes listen on "
-                f"the ports after it), received {a.coordinator!r}")
-    for flag, value in (("--timeout", a.timeout), ("--grace-period", a.grace_period)):
+        p.error(f"--coordinator: expected a port 1..{last} (the {a.processes * len(hosts)} processes "
+                f"{'and the rendezvous ' if a.elastic else ''}listen on the ports after it), received "
+                f"{a.coordinator!r}")
+    for flag, value in (("--timeout", a.timeout), ("--grace-period", a.grace_period),
+                        ("--join-timeout", a.join_timeout)):
         if not (math.isfinite(value) and value >= 0):
             p.error(f"{flag}: expected a finite number of seconds >= 0, received {value}")
     if a.max_restarts < 0:
         p.error(f"--max-restarts: expected 0 or more, received {a.max_restarts}")
+    a.elastic = _elastic(p, a, hosts) if a.elastic else None
     return a, hosts
+
+
+def _elastic(p, a, hosts):
+    """``--elastic MIN:MAX`` as (MIN, MAX), checked against ``--hosts``."""
+    low, _, high = a.elastic.partition(":")
+    if not (low.isdigit() and high.isdigit() and 1 <= int(low) <= int(high) <= len(hosts)):
+        p.error(f"--elastic: expected MIN:MAX hosts with 1 <= MIN <= MAX <= {len(hosts)} (the hosts of --hosts), "
+                f"received {a.elastic!r}")
+    if not a.coordinator:
+        p.error("--elastic: expected --coordinator HOST:PORT (the rendezvous of the hosts' launchers follows the "
+                "processes' ports), received none")
+    return int(low), int(high)
 
 
 def environments(a, hosts):
@@ -112,11 +136,14 @@ def environments(a, hosts):
 
 def local_ports(a, envs):
     """``[(port, what it is for)]``: the ports this host's processes will listen on (the coordinator's where
-    process 0 runs here, and each process's own)."""
+    process 0 runs here, and each process's own; the launchers' rendezvous on the first host with --elastic)."""
     addresses = envs[0][cluster.ADDRESSES].split(",")
     ports = [(_port(envs[0][cluster.COORDINATOR]), "process 0's coordinator")] if a.host_index == 0 else []
     for env in envs:
         ports.append((_port(addresses[int(env[cluster.INDEX])]), f"process {env[cluster.INDEX]}'s server"))
+    if a.elastic and a.host_index == 0:
+        ports.append((launch_elastic.rendezvous_port(a, len(envs[0][cluster.HOSTS].split(","))),
+                      "the launchers' rendezvous"))
     return ports
 
 
@@ -170,6 +197,8 @@ def run(argv=None, out=None):
     folder = tempfile.mkdtemp(prefix="flowlayers-launch-")
     try:
         with Host(out or sys.stdout.buffer) as host:
+            if a.elastic:
+                return launch_elastic.run(a, hosts, host, folder)
             return _run(a, hosts, envs, host, folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

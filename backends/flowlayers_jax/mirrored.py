@@ -144,7 +144,12 @@ class MirroredExecutable(BaseExecutable):
             if p.loss is None:
                 return jnp.float32(0.0), (outs, news, jnp.float32(0.0), seen)
             terms = [loss_terms(p, env, rows) for env, (_, rows) in zip(envs, chunks)]
-            return self._scaled(sum(t for t, _ in terms), slots), (outs, news, sum(c for _, c in terms), seen)
+            local, count = sum(t for t, _ in terms), sum(c for _, c in terms)
+            if p.state:
+                # a loss scale: each example's loss weighs scale / the whole batch's count, as on one device, so
+                # that float16 meets the same gradients (and overflows alike) in every view
+                local = self._scaled(local, slots) / jax.lax.psum(jnp.asarray(count, jnp.float32), AXIS)
+            return local, (outs, news, count, seen)
 
         if p.loss is None:
             _, (outs, news, count, _) = forward(trained, [])
@@ -160,7 +165,8 @@ class MirroredExecutable(BaseExecutable):
         total = jax.lax.psum(jnp.asarray(count, jnp.float32), AXIS)     # whole numbers: exact in any order
         # the gradients of the copies are already the sums over the replicas: shard_map's transpose of a shared
         # input's use by every replica sums its cotangents (``_ordered``: summed here, in replica order)
-        grads = [g / total.astype(g.dtype) for g in (self._sum(grads) if self._ordered else grads)]
+        whole = total if not p.state else jnp.float32(1.0)      # (a loss scale's step divided by it already)
+        grads = [g / whole.astype(g.dtype) for g in (self._sum(grads) if self._ordered else grads)]
         sums = iter(self._sum([o for o, mode in zip(outs, p.output_modes) if mode == "sum"]))
         if news:        # the state updates' mean over the replicas with rows
             active = (jnp.ones((), jnp.float32) if mask is None else jnp.any(mask).astype(jnp.float32))
@@ -168,7 +174,7 @@ class MirroredExecutable(BaseExecutable):
             news = [u / weight.astype(u.dtype) for u in
                     self._sum([jnp.where(active > 0, u, jnp.zeros_like(u)) for u in news])]
         outs = [next(sums) if mode == "sum" else o for o, mode in zip(outs, p.output_modes)]
-        outs += [w / total.astype(w.dtype) for w in self._unscaled(watched, slots)]
+        outs += [w / whole.astype(w.dtype) for w in self._unscaled(watched, slots)]
         modes = p.returned_modes
         return ([o if m == "sum" else o[None] for o, m in zip(outs, modes)],
                 *self._apply(trained, grads, slots, news, updated, lr, step, update))

@@ -120,7 +120,8 @@ class MirroredExecutable(BaseExecutable):
         chunks = _micro_batches(feeds, p.micro_batches if p.loss is not None else 1)
         handles = dict(zip(self._paths, variables))
         envs, size, grads, watched = forward_backward(p, chunks, handles, [ctx] * len(chunks),
-                                                      loss_scale=self.loss_scale(handles))
+                                                      loss_scale=self.loss_scale(handles),
+                                                      replicas=self.runtime.num_replicas)
         return size, grads, [envs[0][b] for _, b in p.updates], outputs(p, envs) + watched
 
 

@@ -9,13 +9,16 @@ from .lowering import run_graph
 
 
 def forward_backward(program, chunks, handles, contexts, loss_scope=contextlib.nullcontext, mean=False,
-                     loss_scale=None):
+                     loss_scale=None, replicas=1):
     """Run ``program`` on ``chunks`` (one feed list per micro-batch, each with its LoweringContext of
     ``contexts``) as independent chains that meet in the summed loss.  Returns ``(envs, element count, gradients
     of the trainable variables, gradients of the watched Blobs)``: gradients of the loss sum, or with ``mean`` of
     the mean over the elements; ``loss_scope()`` is where the sums are made.  Without a loss, only the first
     chunk runs and there are no gradients.  ``loss_scale`` (the optimizer's, a variable): the gradients of the
-    trainable variables are of the loss times it (the rule divides them again); the watched ones are not."""
+    trainable variables are of the loss times it (the rule divides them again); the watched ones are not.  Then a
+    loss sum (one of ``replicas`` replicas' rows) is differentiated as its mean over the ``replicas`` times its
+    count, each example's loss weighing what it weighs on one device, so that float16 meets the gradients (and
+    overflows) it meets there; the gradients are made those of the sum again in float32."""
     p = program
     envs = [dict(zip(p.inputs, feeds)) for feeds in chunks]
     if p.loss is None:
@@ -34,16 +37,19 @@ def forward_backward(program, chunks, handles, contexts, loss_scope=contextlib.n
         with loss_scope():
             total, size = summed(sums), summed(counts)
             target = total / size if mean else total
-            scale = None if loss_scale is None else tf.cast(loss_scale, tf.float32)
+            scale = factor = None if loss_scale is None else tf.cast(loss_scale, tf.float32)
             if scale is not None:
-                target = target * scale
+                factor = scale if mean else scale / (size * replicas)
+                target = target * factor
     grads = tape.gradient(target, trainable + [envs[0][b] for b in p.gradients],
                           unconnected_gradients=tf.UnconnectedGradients.ZERO)
     grads = [tf.convert_to_tensor(g) for g in grads]
-    watched = grads[len(trainable):]
+    trained, watched = grads[:len(trainable)], grads[len(trainable):]
     if scale is not None:
-        watched = [w / tf.cast(scale, w.dtype) for w in watched]
-    return envs, size, grads[:len(trainable)], watched
+        watched = [w / tf.cast(factor, w.dtype) for w in watched]
+        if not mean:        # the scaled gradients of the sum
+            trained = [g * tf.cast(size * replicas, g.dtype) for g in trained]
+    return envs, size, trained, watched
 
 
 def outputs(program, envs, scope=lambda blob: contextlib.nullcontext()):

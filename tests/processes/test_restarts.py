@@ -36,6 +36,9 @@ COUNTING = """
     n = len(open(starts).read())
     print("start", n, "port", flow.env.cluster().coordinator, flush=True)
     if flow.env.process_index() == 1 and n <= {fail_times}:
+        other, deadline = os.path.join({folder!r}, "starts-0"), time.time() + 60
+        while time.time() < deadline and (not os.path.exists(other) or len(open(other).read()) < n):
+            time.sleep(0.05)        # fail once process 0 has started too (on a loaded machine it starts later)
         sys.exit(3)
     time.sleep(0.5 if flow.env.process_index() == 1 else 1)
 """
@@ -104,8 +107,14 @@ def test_a_signal_to_the_launcher_is_not_a_failure_to_restart(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--max-restarts", "-1"], "--max-restarts: expected 0 or more, received -1"),
+    (["--elastic", "1:2"], "--elastic: expected MIN:MAX hosts with 1 <= MIN <= MAX <= 1"),
+    (["--hosts", "a,b", "--coordinator", "a:1", "--elastic", "2:1"], "--elastic: expected MIN:MAX hosts"),
+    (["--hosts", "a,b", "--coordinator", "a:1", "--elastic", "x"], "received 'x'"),
+    (["--elastic", "1:1"], "--elastic: expected --coordinator HOST:PORT"),
+    (["--hosts", "a,b", "--coordinator", "a:65533", "--elastic", "1:2"], "expected a port 1..65532"),
+    (["--join-timeout", "nan"], "--join-timeout: expected a finite number of seconds >= 0, received nan"),
 ])
-def test_restart_arguments_are_checked(args, message):
+def test_restart_and_elastic_arguments_are_checked(args, message):
     r = launched(*args, "x.py")
     assert r.returncode == 2 and message in r.stderr, r.stderr
 

@@ -38,12 +38,12 @@ def free(*ports):
     return True
 
 
-def slurm_job():
-    """A job id whose derived ports (JAX's coordinator and the 2 tasks' servers after it) are free now."""
+def slurm_job(tasks=2):
+    """A job id whose derived ports (JAX's coordinator and the tasks' servers after it) are free now."""
     for _ in range(200):
         job = random.randrange(10_000, 10_000_000)
         base = detect.derived_port(job)
-        if free(*(detect.port_after(base, k) for k in range(3))):
+        if free(*(detect.port_after(base, k) for k in range(1 + tasks))):
             return job
     raise RuntimeError("no free ports among the top 4096")
 
