@@ -20,6 +20,17 @@ mid-run (the launcher then stops the job) and run the launcher again, with
 ``--processes 1`` if you like, and ``fit`` goes on from the step and data
 position of the last backup (``tests/processes`` does exactly that).
 ``--smoke`` trains a few steps.
+
+Started by a cluster, the same script needs no launcher: under SLURM
+(``srun --ntasks 2 python tutorials/09_processes.py``), Open MPI
+(``mpirun -n 2 ...``), a Kubernetes Indexed Job or ``TF_CONFIG``, every
+process reads its place in the job from the variables its starter set
+(process 0 says in one line what it found).  The launcher restarts a job
+itself: ``--max-restarts 3`` stops the others when a process fails or hangs
+and starts the whole job again, which resumes here from the last backup; with
+``--hosts a,b --coordinator a:7000 --elastic 1:2`` a host whose launcher is
+lost is dropped and the job goes on without it, and a launcher that comes back
+is taken in at the next backup.  docs/howto/processes.md has every flag.
 """
 import argparse
 import os
