@@ -235,9 +235,9 @@ def test_refusals_are_named_and_leave_files_alone(tmp_path):
         flow.models.load_model(tmp_path / "weights_only")
     with pytest.raises(flow.CheckpointError, match="a path that does not exist"):
         flow.models.load_model(tmp_path / "nothing")
-    with pytest.raises(flow.CheckpointError, match="HDF5 format is not supported"):
-        model.save(tmp_path / "m.h5")
-    with pytest.raises(flow.ConfigError, match="zipped=True is not supported"):
+    with pytest.raises(flow.CheckpointError, match=r"expected a path ending in \.weights\.h5"):
+        model.save_weights(tmp_path / "m.h5")
+    with pytest.raises(flow.ConfigError, match="zipped=True does not fit the path"):
         model.save(tmp_path / "m", zipped=True)
     with pytest.raises(flow.ConfigError, match=r"unexpected keyword argument\(s\) \['save_format'\]"):
         model.save(tmp_path / "m", save_format="tf")

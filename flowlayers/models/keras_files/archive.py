@@ -33,16 +33,16 @@ def save(model, filepath, where):
     config.update(build_config={"input_shape": None}, compile_config=compile_config)
     layer_values, optimizer = weights.values(model, include_optimizer=compile_config is not None)
     if env.process_index() == 0:
-        buffer = io.BytesIO()
-        with hdf5.h5py.File(buffer, "w") as f:
-            weights.write(f, layer_values, optimizer)
         metadata = {"keras_version": KERAS_VERSION,
                     "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S")}
-        with atomic.replacing(filepath, where) as tmp, open(tmp, "wb") as raw, \
-                zipfile.ZipFile(raw, "w", zipfile.ZIP_STORED) as zf:
-            zf.writestr(METADATA, json.dumps(metadata))
-            zf.writestr(CONFIG, json.dumps(config))
-            zf.writestr(WEIGHTS, buffer.getvalue())
+        with atomic.replacing(filepath, where) as tmp:
+            buffer = io.BytesIO()
+            with hdf5.h5py.File(buffer, "w") as f:
+                weights.write(f, layer_values, optimizer)
+            with open(tmp, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_STORED) as zf:
+                zf.writestr(METADATA, json.dumps(metadata))
+                zf.writestr(CONFIG, json.dumps(config))
+                zf.writestr(WEIGHTS, buffer.getvalue())
     engine.barrier(f"{where} {filepath}")
     warn_unsaved(model, compile_config, unsaved, where)
 

@@ -94,7 +94,7 @@ class _Functional:
                                       f"makes; expected what Keras' model.save writes")
             pending = left
         inputs, outputs = self._ends(self.inner["input_layers"]), self._ends(self.inner["output_layers"])
-        return Model(inputs=inputs, outputs=outputs, name=self.inner.get("name"))
+        return Model(inputs=_single(inputs), outputs=_single(outputs), name=self.inner.get("name"))
 
     def _target(self, entry, name):
         """The layer an entry makes, or the name of the op it applies (``"add"``)."""
@@ -144,6 +144,12 @@ class _Functional:
         if spec and not isinstance(spec[0], list):
             return self._tensor(spec)
         return [self._tensor(s) for s in spec]
+
+
+def _single(ends):
+    """A list of one tensor as that tensor: Keras 2 wrote a single output as ``[[name, 0, 0]]``, and Keras 3 loads
+    such a file as a model that predicts one array, not a list of one."""
+    return ends[0] if isinstance(ends, list) and len(ends) == 1 else ends
 
 
 class _NotYet(Exception):

@@ -47,34 +47,53 @@ def reading(source, where):
         f.close()
 
 
-def has(parent, path):
-    """Whether ``path`` (``a/b/c``) names a member under ``parent``, through hard links only."""
-    try:
-        group(parent, path, "")
-    except CheckpointError:
-        return False
+def has(parent, path, where):
+    """Whether the group ``path`` (``a/b/c``) is under ``parent``: False where a part of it is absent; a link on
+    the way, or a dataset where a group belongs, is refused by name (a file is not read through either)."""
+    current = parent
+    for part in _parts(path):
+        if _link_type(current, part) is None:
+            return False
+        current = _as_group(_member(current, part, where), where)
     return True
 
 
 def group(parent, path, where):
     """The group at ``path`` under ``parent``, reached through hard links only."""
     current = parent
-    for part in [p for p in path.split("/") if p]:
-        current = _member(current, part, where)
-        if not isinstance(current, h5py.Group):
-            raise CheckpointError(f"{where}: expected {current.name!r} to be an HDF5 group, received "
-                                  f"{type(current).__name__}")
+    for part in _parts(path):
+        current = _as_group(_member(current, part, where), where)
     return current
 
 
+def _parts(path):
+    return [p for p in path.split("/") if p]
+
+
+def _as_group(obj, where):
+    if not isinstance(obj, h5py.Group):
+        raise CheckpointError(f"{where}: expected {obj.name!r} to be an HDF5 group, received {type(obj).__name__}")
+    return obj
+
+
+def _link_type(parent, name):
+    """The kind of link ``name`` is in ``parent`` (h5py.h5l.TYPE_HARD, _SOFT, _EXTERNAL ...), or None where there
+    is none; asked of the link itself, so a soft link whose target is missing is found too."""
+    key = name.encode("utf-8")
+    if not parent.id.links.exists(key):
+        return None
+    return parent.id.links.get_info(key).type
+
+
 def _member(parent, name, where):
-    if name not in parent:
-        raise CheckpointError(f"{where}: expected {parent.name.rstrip('/')}/{name} in the file, received a file "
-                              f"without it")
-    link = parent.get(name, getlink=True)
-    if not isinstance(link, h5py.HardLink):
-        raise CheckpointError(f"{where}: {parent.name.rstrip('/')}/{name} is a {type(link).__name__}; expected "
-                              f"members stored in the file itself (links are not followed)")
+    kind = _link_type(parent, name)
+    where_in = f"{parent.name.rstrip('/')}/{name}"
+    if kind is None:
+        raise CheckpointError(f"{where}: expected {where_in} in the file, received a file without it")
+    if kind != h5py.h5l.TYPE_HARD:
+        link = {h5py.h5l.TYPE_SOFT: "SoftLink", h5py.h5l.TYPE_EXTERNAL: "ExternalLink"}.get(kind, "user-defined link")
+        raise CheckpointError(f"{where}: {where_in} is an HDF5 {link}; expected members stored in the file itself "
+                              f"(links are not followed)")
     return parent[name]
 
 

@@ -69,8 +69,9 @@ def _training(compile_config):
 
 
 def _write_named(group, named):
-    group.attrs["weight_names"] = np.array([n.encode() for n, _ in named], dtype="S") if named else \
-        np.array([], dtype="S1")
+    """Datasets at the names of ``named``, listed in ``weight_names`` as Keras lists them (a list of UTF-8 bytes,
+    which h5py stores as variable-length strings; an empty list where there are none)."""
+    group.attrs["weight_names"] = [n.encode() for n, _ in named]
     for name, value in named:
         hdf5.write_array(group, name, value)
 
@@ -84,7 +85,7 @@ def load_weights(model, filepath, where):
 
 def read(f, model, where):
     """Check every array for ``model`` (and its optimizer's, where the counts agree), then assign them all."""
-    group = hdf5.group(f, "model_weights", where) if hdf5.has(f, "model_weights") else f
+    group = hdf5.group(f, "model_weights", where) if hdf5.has(f, "model_weights", where) else f
     saved = [(n, hdf5.list_attribute(hdf5.group(group, n, where), "weight_names"))
              for n in hdf5.list_attribute(group, "layer_names")]
     saved = [(n, names) for n, names in saved if names]
@@ -115,7 +116,7 @@ def read(f, model, where):
 def _optimizer_plan(f, model, where):
     """The optimizer's saved state, checked, where it can be restored as Keras 3 restores it (by position, when
     the counts agree); else None."""
-    if model.optimizer is None or not hdf5.has(f, "optimizer_weights"):
+    if model.optimizer is None or not hdf5.has(f, "optimizer_weights", where):
         return None
     opt, slots = weights.optimizer_slots(model)
     group = hdf5.group(f, "optimizer_weights", where)

@@ -234,7 +234,7 @@ def read(f, model, where, optimizer=True):
 
 
 def _held(f, path, where):
-    if not hdf5.has(f, path):
+    if not hdf5.has(f, path, where):
         raise CheckpointError(f"{where}: expected the group {path!r} in the file, received a file without it (a "
                               f"file of another architecture); load it into a model built like the one that saved "
                               f"it")
@@ -269,7 +269,7 @@ def _optimizer_plan(f, model, where):
     """(optimizer, iterations, learning_rate, [(slot, value)]) checked, or None where nothing is restored: no
     optimizer state in the file or no optimizer in the model (as Keras), or counts that differ (a warning, as
     Keras)."""
-    if not hdf5.has(f, "optimizer/vars") or model.optimizer is None:
+    if not hdf5.has(f, "optimizer/vars", where) or model.optimizer is None:
         return None
     opt, slots = optimizer_slots(model)
     if slots is None:
