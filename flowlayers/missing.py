@@ -16,7 +16,6 @@ _LINALG = "matrix decompositions and solvers are not in flowlayers' ops; compute
 _FFT = "Fourier transforms are not in flowlayers' ops; compute them with numpy on the data before fit"
 _IN_PLACE = ("a graph has no in-place updates; build the result with flow.ops.where, flow.ops.concatenate or "
              "flow.ops.pad")
-_POOL_1D_3D = "use a Layer whose call takes flow.ops.mean or flow.ops.max over the steps axis"
 _PREPROCESSING = "preprocess the data with numpy (or tf.data) before fit; flowlayers models hold no preprocessing"
 
 _OPS = {
@@ -51,41 +50,25 @@ _OPS = {
 }
 
 _LAYERS = {
-    **{n: _POOL_1D_3D for n in ("GlobalAveragePooling1D", "GlobalAvgPool1D", "GlobalMaxPooling1D",
-                                "GlobalMaxPool1D", "AveragePooling1D", "AvgPool1D", "MaxPooling1D", "MaxPool1D")},
-    **{n: "use their 2-D counterparts (flow.layers.Conv2D, MaxPooling2D, ...); 3-D layers are not in flowlayers"
-       for n in ("Conv3D", "Convolution3D", "Conv3DTranspose", "Convolution3DTranspose", "MaxPooling3D",
-                 "MaxPool3D", "AveragePooling3D", "AvgPool3D", "GlobalAveragePooling3D", "GlobalAvgPool3D",
-                 "GlobalMaxPooling3D", "GlobalMaxPool3D", "UpSampling3D", "ZeroPadding3D", "Cropping3D")},
-    **{n: "recurrent layers: flow.layers.SimpleRNN, LSTM and GRU where this flowlayers has them; cells and wrappers "
-          "are not in flowlayers" for n in ("GRU", "LSTM", "SimpleRNN", "RNN", "GRUCell", "LSTMCell",
-                                            "SimpleRNNCell", "StackedRNNCells", "Bidirectional", "ConvLSTM1D",
-                                            "ConvLSTM2D", "ConvLSTM3D", "TimeDistributed")},
+    **{n: "use flow.layers.Conv3D, MaxPooling3D / AveragePooling3D or the 1-D and 2-D layers; this 3-D layer is not "
+          "in flowlayers" for n in ("Conv3DTranspose", "Convolution3DTranspose", "UpSampling3D", "ZeroPadding3D",
+                                    "Cropping3D", "SpatialDropout3D")},
+    **{n: "use flow.layers.SimpleRNN, LSTM or GRU (with Bidirectional and TimeDistributed); an RNN of your own "
+          "cell, cells on their own and convolutional LSTMs are not in flowlayers"
+       for n in ("RNN", "GRUCell", "LSTMCell", "SimpleRNNCell", "StackedRNNCells", "ConvLSTM1D", "ConvLSTM2D",
+                 "ConvLSTM3D")},
     **{n: _PREPROCESSING for n in (
-        "TextVectorization", "StringLookup", "IntegerLookup", "Hashing", "HashedCrossing", "CategoryEncoding",
-        "Discretization", "Normalization", "Resizing", "CenterCrop", "RandomCrop", "RandomFlip", "RandomRotation",
-        "RandomZoom", "RandomContrast", "RandomTranslation", "RandomBrightness", "Pipeline", "MelSpectrogram",
-        "STFTSpectrogram")},
-    **{n: "write a flow.layers.Layer whose call uses flow.ops (a Python function is not a layer)"
-       for n in ("Lambda", "TFSMLayer", "JaxLayer", "FlaxLayer", "TorchModuleWrapper", "Wrapper")},
+        "TextVectorization", "StringLookup", "IntegerLookup", "Hashing", "HashedCrossing", "RandomCrop",
+        "RandomBrightness", "Pipeline", "MelSpectrogram", "STFTSpectrogram")},
+    **{n: "write a flow.layers.Layer whose call uses flow.ops (a wrapped model of another framework is not a layer "
+          "here)" for n in ("TFSMLayer", "JaxLayer", "FlaxLayer", "TorchModuleWrapper", "Wrapper")},
     **{n: "use flow.layers.Activation with the activation's name, or flow.ops in a Layer"
        for n in ("LeakyReLU", "ELU", "PReLU")},
-    **{n: "use flow.layers.Add / Multiply / Average / Concatenate, or flow.ops.maximum / minimum / dot in a Layer"
-       for n in ("Maximum", "Minimum", "Dot", "maximum", "minimum", "dot")},
-    **{n: "use flow.layers.Dropout (noise layers are not in flowlayers)"
-       for n in ("GaussianNoise", "GaussianDropout", "AlphaDropout", "SpatialDropout1D", "SpatialDropout2D",
-                 "SpatialDropout3D")},
-    **{n: "use flow.layers.Reshape, or flow.ops.transpose / flow.ops.repeat in a Layer"
-       for n in ("Permute", "RepeatVector")},
-    **{n: "use flow.layers.LayerNormalization or BatchNormalization"
-       for n in ("GroupNormalization", "RMSNormalization", "UnitNormalization", "SpectralNormalization")},
-    "Masking": "masks are not carried between layers; pass mask_zero=True to Embedding for recurrent layers",
-    "Attention": "use flow.layers.MultiHeadAttention, or flow.ops.dot_product_attention in a Layer",
-    "AdditiveAttention": "use flow.layers.MultiHeadAttention",
+    "AlphaDropout": "use flow.layers.Dropout, GaussianDropout or GaussianNoise",
+    **{n: "use flow.layers.LayerNormalization, GroupNormalization or UnitNormalization"
+       for n in ("RMSNormalization", "SpectralNormalization")},
     "GroupQueryAttention": "use flow.layers.MultiHeadAttention, or flow.ops.dot_product_attention (whose key may "
                            "have fewer heads) in a Layer",
-    "ActivityRegularization": "add the penalty with a regularizer on the weights (kernel_regularizer=...)",
-    "Identity": "use flow.layers.Activation('linear')",
     "InputSpec": "flowlayers layers check their inputs' rank with input_ndim / min_ndim",
 }
 

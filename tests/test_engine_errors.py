@@ -13,7 +13,7 @@ class Failure(Exception):
 def test_the_innermost_node_any_named_scope_belongs_to_is_blamed():
     x = flow.Input((3,), name="x")
     y = flow.layers.Dense(2, name="head")(flow.layers.Dense(4, name="body")(x))
-    program = flow.Model(x, y)._program("predict")
+    program = flow.Model(x, y).trainer.program("predict")
     message = ("INVALID_ARGUMENT: Incompatible shapes: [2] vs. [3]\n\t [[{{node unrelated_scope/Add}}]]\n"
                "Detected at node head/matmul/MatMul defined at ...")
     error = step_error(program, Failure(message))

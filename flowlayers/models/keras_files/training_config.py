@@ -15,9 +15,11 @@ OPTIMIZERS = {cls.__name__: cls for cls in (optimizers_mod.SGD, optimizers_mod.A
 LOSSES = {cls.__name__: cls for cls in (losses_mod.SparseCategoricalCrossentropy, losses_mod.CategoricalCrossentropy,
                                          losses_mod.BinaryCrossentropy, losses_mod.MeanSquaredError,
                                          losses_mod.MeanAbsoluteError)}
-METRICS = {cls.__name__: cls for cls in (metrics_mod.SparseCategoricalAccuracy, metrics_mod.CategoricalAccuracy,
-                                          metrics_mod.BinaryAccuracy, metrics_mod.MeanSquaredError,
-                                          metrics_mod.MeanAbsoluteError)}
+#: every metric class of Keras' that compile takes here (flow.metrics' classes carry Keras' names and configs)
+METRICS = {name: cls for name, cls in vars(metrics_mod).items() if isinstance(cls, type)
+           and issubclass(cls, metrics_mod.Metric) and name == cls.__name__
+           and cls not in (metrics_mod.Metric, metrics_mod.Mean, metrics_mod.Sum, metrics_mod.MeanMetricWrapper,
+                           metrics_mod.Deferred)}
 ANY = layer_table.ANY
 
 #: Keras optimizer arguments flowlayers' optimizers lack, at the values that leave them off (Keras 2's too)
