@@ -98,7 +98,12 @@ TARGETS = {
                                                    T + "test_user_errors.py", T + "parallel/test_replicas_and_rules.py"],
     "flowlayers/ops/embedding.py": [T + "parallel/test_signatures.py", T + "parallel/test_gpt_parallel.py"],
     # fast dispatch (issue 21): grouped steps, metrics read late
-    "flowlayers/metrics.py": [T + "models/test_steps_per_execution.py", T + "models/test_keras_surface.py"],
+    "flowlayers/metrics/base.py": [T + "metrics", T + "models/test_steps_per_execution.py"],
+    "flowlayers/metrics/confusion.py": [T + "metrics"],
+    "flowlayers/optimizers/loss_scale.py": [T + "mixed_precision"],
+    "flowlayers/mixed_precision.py": [T + "mixed_precision"],
+    "flowlayers/ops/indexing.py": PLAN_TESTS + [T + "ops/test_keras_ops.py"],
+    "flowlayers/models/keras_files/training_config.py": [T + "saving", T + "metrics/test_metric_names.py"],
     "flowlayers/models/training.py": [T + "models/test_steps_per_execution.py", T + "models/test_data_adapters.py",
                                       T + "test_jax_backend.py"],
     "flowlayers/contract.py": [T + "test_jax_backend.py", T + "models/test_steps_per_execution.py"],
