@@ -492,11 +492,6 @@ CASES = [
     Case("placement_then_all_devices", job_with(lambda x: _placed(x, "0:1") * 2.0), flow.ConfigError,
          lambda r: ("runs on all devices", "'placed/bias_add'", "devices 0:1"), "put this op in a flow.scope.placement",
          views=(C2,), face="job", engine="tensorflow"),
-    # the jax backend runs no placement on some devices (a step is one XLA program over the whole mesh)
-    Case("placement_on_some_devices_on_jax", job_with(lambda x: _placed(x, "0:1") * 2.0), flow.ConfigError,
-         lambda r: ("variable 'placed/kernel'", "'mistaken'", "devices 0:1",
-                    "expected no placement on some devices on the jax backend"), "run it on the tensorflow backend",
-         views=(C2,), face="job", engine="jax"),
     Case("get_variable_random_seed", job_with(lambda x: flow.get_variable("w", (8, 2), random_seed=1.5)),
          flow.ConfigError, lambda r: ("flow.get_variable('w')", "random_seed expected an int or None", "1.5"),
          "random_seed", face="job"),
