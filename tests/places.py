@@ -18,13 +18,6 @@ def shards(var):
     return runtime.shard_shapes(handle)
 
 
-def runs_placements_on_some_devices():
-    """Whether the backend in force runs steps with ``flow.scope.placement`` on some of the devices (consistent
-    view): both do, tensorflow with a DTensor mesh per placement, jax with a program per stage of one placement,
-    tensors copied between them."""
-    return flow.config.backend_name() in ("tensorflow", "jax")
-
-
 def devices_of(spec):
     """A ``flow.scope.placement`` device spec (``"0:0-1"``, ``["0:0", "0:2"]``) -> the device ids, sorted."""
     specs = spec if isinstance(spec, list) else [spec]
@@ -33,8 +26,3 @@ def devices_of(spec):
         first_id, _, last_id = s.split(":")[1].partition("-")
         out.update(range(int(first_id), int(last_id or first_id) + 1))
     return tuple(sorted(out))
-
-
-def named(ids):
-    """Device ids -> how messages name them: ``"0:0,0:1"``."""
-    return ",".join(f"0:{d}" for d in ids)

@@ -231,3 +231,65 @@ def test_watch_diff_hands_the_docs_values(view, mnist_here):
     label_entries = -seen["diff"][-1][np.arange(BATCH_SIZE), train_labels[steps - 1]]
     assert 0.1 * -DOCS_ROW[label] < np.median(label_entries) < 10 * -DOCS_ROW[label], np.median(label_entries)
     assert np.abs(seen["diff"][-1]).max() > 1.0 / BATCH_SIZE
+
+
+# The pipelined LeNet of the parallelism page -------------------------------------------------------------------
+def pipelined_lenet(data, train=False, first="0:0", second="0:1"):
+    """The docs' hybrid_parallelism_lenet.py: the hidden layer on device 0, the dropout on all devices between,
+    the output layer on device 1 (``first``/``second`` "0:0" both: the same model on one device)."""
+    initializer = flow.truncated_normal(0.1)
+    conv1 = flow.layers.conv2d(data, 32, 5, padding="SAME", activation=flow.nn.relu, kernel_initializer=initializer,
+                               name="conv1")
+    pool1 = flow.nn.max_pool2d(conv1, ksize=2, strides=2, padding="SAME", name="pool1")
+    conv2 = flow.layers.conv2d(pool1, 64, 5, padding="SAME", activation=flow.nn.relu, kernel_initializer=initializer,
+                               name="conv2")
+    pool2 = flow.nn.max_pool2d(conv2, ksize=2, strides=2, padding="SAME", name="pool2")
+    reshape = flow.reshape(pool2, [pool2.shape[0], -1])
+    with flow.scope.placement("gpu", first):
+        hidden = flow.layers.dense(reshape, 512, activation=flow.nn.relu, kernel_initializer=initializer,
+                                   name="hidden")
+    if train:
+        hidden = flow.nn.dropout(hidden, rate=0.5)
+    with flow.scope.placement("gpu", second):
+        output = flow.layers.dense(hidden, 10, kernel_initializer=initializer, name="outlayer")
+    return output
+
+
+def pipelined_job(devices):
+    second = "0:1" if devices == 2 else "0:0"
+
+    @flow.global_function(type="train")
+    def train_job(images: tp.Numpy.Placeholder((BATCH_SIZE, 1, 28, 28), dtype=flow.float),
+                  labels: tp.Numpy.Placeholder((BATCH_SIZE,), dtype=flow.int32)) -> tp.Numpy:
+        logits = pipelined_lenet(images, train=True, second=second)
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits, name="softmax_loss")
+        lr_scheduler = flow.optimizer.PiecewiseConstantScheduler([], [0.1])
+        flow.optimizer.SGD(lr_scheduler, momentum=0).minimize(loss)
+        return loss
+    return train_job
+
+
+@pytest.mark.slow
+def test_pipelined_lenet_with_ops_between_and_after_its_placements_equals_one_device(mnist_here):
+    """The dropout runs on all devices between the two placements and the loss on all devices after them (the
+    tensors go from all devices to device 0, back to all, to device 1 and back): 5 steps on two devices give the
+    losses and weights of the same model on one device (within 1e-5), each dense layer held by its device only."""
+    (images, labels), _ = flow.data.load_mnist(BATCH_SIZE, BATCH_SIZE)
+    results = []
+    for devices in (1, 2):
+        flow.clear_default_session()
+        flow.config.gpu_device_num(devices)
+        flow.config.set_view("consistent")
+        flow.config.set_seed(0)
+        job = pipelined_job(devices)
+        losses = [float(job(images[i], labels[i]).mean()) for i in range(5)]
+        results.append((losses, {path: var.numpy() for path, var in store.variables.items()}))
+    (one_losses, one), (losses, two) = results
+    np.testing.assert_allclose(losses, one_losses, rtol=1e-5)
+    assert losses[-1] < losses[0], losses
+    for path, value in one.items():
+        np.testing.assert_allclose(two[path], value, atol=1e-5, err_msg=path)
+    held = {path: v.devices for path, v in job.parallel_plan().variables.items()}
+    assert held["hidden/kernel"] == held["hidden/bias"] == (0,)
+    assert held["outlayer/kernel"] == held["outlayer/bias"] == (1,)
+    assert held["conv1/kernel"] == (0, 1)
