@@ -177,3 +177,56 @@ def test_placements_feeding_each_other_in_a_cycle_equal_one_device():
     for path, value in want.items():
         np.testing.assert_allclose(got[path], value, atol=1e-6, err_msg=path)
     assert job.parallel_plan().variables["middle/kernel"].devices == (1,)
+
+
+def placed_then_all(devices, optimizer):
+    """A Keras model whose output layer runs on all devices after a layer placed on device 0 (its step runs stage
+    by stage on both backends)."""
+    flow.config.set_view("consistent")
+    flow.config.gpu_device_num(devices)
+    flow.clear_session()
+    flow.config.set_seed(4)
+    x = flow.Input((6,))
+    with flow.scope.placement("cpu", "0:0"):
+        h = flow.layers.Dense(16, activation="relu", name="placed")(x)
+    model = flow.Model(x, flow.layers.Dense(3, name="after")(h))
+    model.compile(optimizer, flow.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def test_a_step_run_stage_by_stage_refuses_a_loss_scale_and_the_model_stays_usable():
+    """A loss scale's rule needs every gradient at once (whether all are finite); the stages' rules run per device
+    set: refused by name before any step, and the model trains once compiled with another optimizer."""
+    model = placed_then_all(2, flow.optimizers.LossScaleOptimizer(flow.optimizers.SGD(0.1)))
+    with pytest.raises(flow.ConfigError, match=r"is placed on devices 0:0.*expected an optimizer .*loss scale"):
+        model.fit(X, Y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    before = model.get_weights()
+    model.compile(flow.optimizers.SGD(0.1), flow.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(X, Y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    assert not np.allclose(model.get_weights()[0], before[0])
+
+
+def test_global_clipnorm_in_a_step_run_stage_by_stage():
+    """jax runs the rule per device set and refuses a norm over every gradient by name; tensorflow's rule runs on
+    every device's blocks with the whole gradients' norms, as one device clips."""
+    one = placed_then_all(1, flow.optimizers.SGD(0.5, global_clipnorm=0.1))
+    one.fit(X, Y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    want = one.get_weights()
+    model = placed_then_all(2, flow.optimizers.SGD(0.5, global_clipnorm=0.1))
+    if flow.config.backend_name() == "jax":
+        with pytest.raises(flow.ConfigError, match=r"is placed on devices 0:0; expected an optimizer whose rule runs "
+                                                   r"on each device set alone, received one with global_clipnorm"):
+            model.fit(X, Y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+        return
+    model.fit(X, Y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    for a, b in zip(model.get_weights(), want):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_the_program_of_a_step_run_stage_by_stage_is_refused_on_jax():
+    if flow.config.backend_name() != "jax":
+        pytest.skip("compiled_text is the jax backend's (shows_program)")
+    model = placed_then_all(2, flow.optimizers.SGD(0.1))
+    with pytest.raises(flow.ConfigError, match=r"expected a step compiled as one program, received one with "
+                                               r"placements on some devices"):
+        model.parallel_plan(batch_size=4).compiled_program()
