@@ -70,6 +70,11 @@ class StagedExecutable(ConsistentExecutable):
         except tf.errors.OpError as e:
             raise rt.wrap_error(p, e, self._traced_graphs()) from None
 
+    def _traced_graphs(self):
+        """The graphs traced so far, the stages' functions too: DTensor's errors name an op type, found in them."""
+        fns = [f for pair in self._stage_fns.values() for f in pair]
+        return super()._traced_graphs() + [c.graph for f in fns for c in f._list_all_concrete_functions()]
+
     # Where a stage's values live ----------------------------------------
     def _mesh(self, stage):
         return self.runtime.mesh_for(stage.placement)
