@@ -100,7 +100,7 @@ class PlacedExecutable(ConsistentExecutable):
         if p.loss is not None:
             count = sum(int(np.prod(env[p.loss].shape)) for env, _ in runs)
             for k, (env, calls) in enumerate(runs):
-                seen = self._backward(env, calls, count, grads, step)
+                seen = self._backward(env, calls, count, grads)
                 if k == 0:
                     watched = [seen[b] for b in p.gradients]
         envs = [env for env, _ in runs]
@@ -136,7 +136,7 @@ class PlacedExecutable(ConsistentExecutable):
             calls.append((stage, diff, backward, d_args, c_args, at))
         return env, calls
 
-    def _backward(self, env, calls, count, grads, step):
+    def _backward(self, env, calls, count, grads):
         """The gradients of one micro-batch, stages in reverse: each variable's added into ``grads`` (path ->
         array where it lives).  Returns each watched Blob's gradient (flow.watch_diff)."""
         p = self.program
@@ -147,7 +147,7 @@ class PlacedExecutable(ConsistentExecutable):
             floating = [b for b in stage.outputs if b.dtype.is_floating]
             watched = [b for b in p.gradients if b in stage.outputs]
             given = [cts.get(b) for b in floating]
-            if not d_args or (all(c is None for c in given) and not watched):
+            if not watched and (not d_args or all(c is None for c in given)):
                 continue
             d_grads, w_grads = self._settled(backward(d_args, c_args, at, given, [env[b] for b in watched]))
             seen.update(zip(watched, w_grads))

@@ -181,7 +181,7 @@ class StagedExecutable(ConsistentExecutable):
             watched = [b for b in p.gradients if b in stage.outputs]
             given = [cts.get(b) for b in floating]
             scale = 1.0 / count if p.loss in stage.outputs else None
-            if not d_args and not watched or (all(c is None for c in given) and scale is None):
+            if not watched and (not d_args or (all(c is None for c in given) and scale is None)):
                 continue
             with dtensor.default_mesh(self._mesh(stage)):
                 d_grads, w_grads = backward(d_args, c_args, at, given, scale)
@@ -243,6 +243,8 @@ class StagedExecutable(ConsistentExecutable):
             targets.append(loss)
             cts.append(tf.ones_like(loss) * tf.constant(scale, loss.dtype))
         sources = list(d_args) + [env[b] for b in watched]
+        if not targets:         # nothing after this stage reaches the loss
+            return [tf.zeros_like(s) for s in sources[:len(d_args)]], [tf.zeros_like(s) for s in sources[len(d_args):]]
         found = tape.gradient(targets, sources, output_gradients=cts,
                               unconnected_gradients=tf.UnconnectedGradients.ZERO)
         return found[:len(d_args)], found[len(d_args):]

@@ -234,8 +234,10 @@ def test_the_program_of_a_step_run_stage_by_stage_is_refused_on_jax():
 
 def test_watch_diff_in_a_step_run_stage_by_stage_equals_one_device():
     """flow.watch_diff of a Blob made inside a placement, read by the next placement and by an op on all devices:
-    its gradient sums both uses, as on one device."""
+    its gradient sums both uses, as on one device; and of a Blob made from the batch alone (its stage has no
+    variable to differentiate)."""
     seen = {1: [], 2: []}
+    scaled_seen = {1: [], 2: []}
     for devices in (1, 2):
         flow.config.set_view("consistent")
         flow.config.gpu_device_num(devices)
@@ -244,18 +246,21 @@ def test_watch_diff_in_a_step_run_stage_by_stage_equals_one_device():
 
         @flow.global_function(type="train")
         def train_job(x: tp.Numpy.Placeholder((8, 6)), y: tp.Numpy.Placeholder((8,), dtype=flow.int32)) -> tp.Numpy:
+            with flow.scope.placement("cpu", "0:1" if devices == 2 else "0:0"):
+                scaled = x * 2.0
             with flow.scope.placement("cpu", "0:0"):
-                h = flow.layers.dense(x, 16, activation=flow.nn.relu, name="hidden")
+                h = flow.layers.dense(scaled, 16, activation=flow.nn.relu, name="hidden")
             with flow.scope.placement("cpu", "0:1" if devices == 2 else "0:0"):
                 logits = flow.layers.dense(h, 3, name="output")
             loss = flow.nn.sparse_softmax_cross_entropy_with_logits(y, logits) + flow.math.reduce_mean(h * h, axis=1)
             flow.watch_diff(h, lambda value, devices=devices: seen[devices].append(value))
+            flow.watch_diff(scaled, lambda value, devices=devices: scaled_seen[devices].append(value))
             flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
             return loss
 
         for _ in range(2):
             train_job(X, Y)
     assert len(seen[2]) == 2 and seen[2][0].shape == (8, 16)
-    for got, want in zip(seen[2], seen[1]):
+    for got, want in zip(seen[2] + scaled_seen[2], seen[1] + scaled_seen[1]):
         np.testing.assert_allclose(got, want, atol=1e-6)
-    assert np.abs(seen[2][0]).max() > 0
+    assert np.abs(seen[2][0]).max() > 0 and np.abs(scaled_seen[2][0]).max() > 0 and len(scaled_seen[2]) == 2
