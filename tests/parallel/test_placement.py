@@ -264,3 +264,30 @@ def test_watch_diff_in_a_step_run_stage_by_stage_equals_one_device():
     for got, want in zip(seen[2] + scaled_seen[2], seen[1] + scaled_seen[1]):
         np.testing.assert_allclose(got, want, atol=1e-6)
     assert np.abs(seen[2][0]).max() > 0 and np.abs(scaled_seen[2][0]).max() > 0 and len(scaled_seen[2]) == 2
+
+
+@pytest.mark.parametrize("micro_batches, normalized", [(2, False), (1, True)], ids=["micro-batches", "batch-norm"])
+def test_a_step_run_stage_by_stage_over_micro_batches_or_with_state_updates_equals_one_device(micro_batches,
+                                                                                             normalized):
+    """The stages run once per micro-batch, the gradients summed before one update; a batch normalization on all
+    devices after the placement updates its moving statistics where they live."""
+    weights = []
+    for devices in (1, 2):
+        flow.config.set_view("consistent")
+        flow.config.gpu_device_num(devices)
+        flow.clear_session()
+        flow.config.set_seed(6)
+        x = flow.Input((6,))
+        with flow.scope.placement("cpu", "0:0"):
+            h = flow.layers.Dense(16, activation="relu", name="placed")(x)
+        if normalized:
+            h = flow.layers.BatchNormalization(name="bn")(h)
+        model = flow.Model(x, flow.layers.Dense(3, name="after")(h))
+        model.compile(flow.optimizers.Adam(0.01), flow.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      micro_batches=micro_batches)
+        model.fit(X, Y, batch_size=8, epochs=3, shuffle=False, verbose=0)
+        weights.append(dict(zip([w.path for w in model.weights], model.get_weights())))
+    for path, value in weights[0].items():
+        np.testing.assert_allclose(weights[1][path], value, atol=1e-5, err_msg=path)
+    if normalized:      # the moving statistics moved
+        assert not np.allclose(weights[1]["bn/moving_mean"], 0.0), list(weights[1])
