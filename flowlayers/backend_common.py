@@ -15,7 +15,7 @@ from .optimizers import functional  # noqa: F401  (re-exported: optimizer rules 
 
 __all__ = ["Executable", "CustomKernels", "add_kernel", "op_names", "check_backend", "step_by_step", "micro_batches",
            "micro_batch_bounds", "replica_rows", "op_seed", "reshaped", "device_count_error", "functional", "leaves",
-           "nested", "exported_inputs"]
+           "nested", "exported_inputs", "Stage", "placement_stages"]
 
 
 class Executable:
@@ -172,3 +172,33 @@ def exported_inputs(spec, arguments):
     for index, value in zip(leaves(list(spec.arguments)), leaves(list(arguments))):
         inputs[index] = value
     return inputs
+
+
+class Stage:
+    """Consecutive ops of one placement (None: all devices), with the Blobs they read from outside (``inputs``)
+    and those later stages or the step's results read (``outputs``)."""
+
+    def __init__(self, placement):
+        self.placement, self.nodes, self.inputs, self.outputs = placement, [], [], []
+
+
+def placement_stages(program):
+    """``program``'s ops cut where the placement changes (``flow.scope.placement`` on some devices), in the
+    program's (topological) order, for an engine that runs each stage as a program of its own on its devices and
+    copies what crosses between them: placeholders and variables are inputs of the stages reading them."""
+    stages = []
+    for node in program.nodes:
+        if node.op.kind in ("placeholder", "variable"):
+            continue
+        if not stages or stages[-1].placement != node.placement:
+            stages.append(Stage(node.placement))
+        stages[-1].nodes.append(node)
+    made_in = {b: k for k, s in enumerate(stages) for n in s.nodes for b in n.outputs}
+    wanted = set(program.results)
+    for k, stage in enumerate(stages):
+        stage.inputs = list(dict.fromkeys(x for n in stage.nodes for x in n.inputs if made_in.get(x) != k))
+        for later in stages[k + 1:]:
+            wanted.update(x for n in later.nodes for x in n.inputs if made_in.get(x) == k)
+    for k, stage in enumerate(stages):
+        stage.outputs = [b for n in stage.nodes for b in n.outputs if b in wanted]
+    return stages

@@ -155,8 +155,8 @@ class JobFunction:
         outputs, modes, structure = _outputs(self.__name__, result, self.returns, view)
         watched = build.watched
         outputs, modes = outputs + [b for b, _ in watched], modes + [_handler_mode(h, view) for _, h in watched]
-        structure = _with_watchers(structure, len(outputs) - len(watched),
-                                   [h for _, h in watched] + [h for _, h in build.watched_diff])
+        structure = _with_watchers(structure, len(outputs) - len(watched), [h for _, h in watched] +
+                                   [_per_example(h, build.loss) for _, h in build.watched_diff])
         if self.job_type == "train" and build.loss is None:
             raise GraphError(f"job function {self.__name__!r} is type='train' but never called "
                              f"flow.optimizer.<Optimizer>(...).minimize(loss)")
@@ -235,8 +235,8 @@ def watch(blob, handler):
 
 def watch_diff(blob, handler):
     """OneFlow's ``flow.watch_diff``: after each step of the train job being built, ``handler`` receives the
-    gradient of the loss the job minimises (its mean over the batch, as flowlayers trains) with respect to
-    ``blob``, as one logical numpy array."""
+    gradient of the loss's elements summed (OneFlow 0.x's diff: no 1/batch factor, which OneFlow applies to the
+    variables' gradients only) with respect to ``blob``, as one logical numpy array."""
     _watched("flow.watch_diff", blob, handler, train_only=True).watched_diff.append((blob, handler))
 
 
@@ -251,6 +251,16 @@ def _watched(what, blob, handler, train_only):
     if not callable(handler):
         raise GraphError(f"{what}: expected a callable handler for Blob {blob.name!r}, received {handler!r}")
     return _builds[-1]
+
+
+def _per_example(handler, loss):
+    """``handler`` fed the gradient of the loss's element sum, from the step's gradient of its mean (what
+    flowlayers trains by): times the loss's element count, OneFlow 0.x's loss instance number."""
+    count = int(np.prod(loss.shape)) if loss is not None else 1
+
+    def deliver(value):
+        handler(value * np.asarray(count, value.dtype))
+    return deliver
 
 
 def _handler_mode(handler, view):

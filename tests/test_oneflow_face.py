@@ -178,7 +178,8 @@ def test_placements_flowlayers_cannot_honour_are_named(view, args, message):
 
 @pytest.mark.parametrize("view, n", [("mirrored", 1), ("mirrored", 2), ("consistent", 2)])
 def test_watch_diff_sees_the_loss_gradient_of_a_blob(view, n):
-    """d(mean cross-entropy)/d(logits) = (softmax(logits) - one_hot(labels)) / batch, in numpy float64."""
+    """OneFlow 0.x's diff: d(summed cross-entropy)/d(logits) = softmax(logits) - one_hot(labels), in numpy
+    float64 (no 1/batch factor, whatever the view and device count)."""
     flow.clear_default_session()
     flow.config.set_view(view)
     flow.config.gpu_device_num(n)
@@ -203,7 +204,7 @@ def test_watch_diff_sees_the_loss_gradient_of_a_blob(view, n):
         z = logits.astype(np.float64)
         p = np.exp(z - z.max(1, keepdims=True))
         p /= p.sum(1, keepdims=True)
-        expected = (p - np.eye(10)[y[step * BATCH:(step + 1) * BATCH]]) / BATCH
+        expected = p - np.eye(10)[y[step * BATCH:(step + 1) * BATCH]]
         assert diff.shape == (BATCH, 10)
         np.testing.assert_allclose(diff, expected, atol=1e-6)
 

@@ -429,7 +429,8 @@ RUNNING_TOTALS = RunningTotals()
 
 
 def _placement_error(what, program, where, view):
+    """Placements on some devices run in the consistent view only (``placed.py``)."""
     return ConfigError(f"{what} of {program!r} was built under flow.scope.placement on devices {where}: expected "
-                       f"no placement on some devices on the jax backend, which compiles a step as one XLA program "
-                       f"over the whole mesh ({view} view); build the model again without the placement, or run it "
-                       f"on the tensorflow backend")
+                       f"the consistent view, which places it there; the {view} view keeps a whole replica of the "
+                       f"model on every device, so build the model again without the placement, or use the "
+                       f"consistent view")

@@ -74,6 +74,15 @@ class Runtime:
     def replicated(self, rank=0):
         return self.sharding(None, rank)
 
+    def placed_sharding(self, placement, rank):
+        """Whole on each device of ``placement`` (device indices of a ``flow.scope.placement`` on some devices):
+        a mesh of those devices, one axis."""
+        key = ("placed", tuple(placement), rank)
+        if key not in self._shardings:
+            mesh = Mesh(np.array([self.devices[i] for i in placement]), ["placed"])
+            self._shardings[key] = NamedSharding(mesh, PartitionSpec())
+        return self._shardings[key]
+
     def place(self, value, nd_sbp):
         """A host array -> a sharded array: each device receives its block only."""
         value = np.asarray(value)
@@ -154,9 +163,12 @@ class Runtime:
 
     # Variables ----------------------------------------------------------
     def create_variable(self, spec, value=None):
-        """A Box for VariableSpec ``spec`` holding ``value`` (numpy) or drawn anew, sharded as its nd-SBP.  (A
-        variable of a placement on some devices lives on the whole mesh; a step using it is refused.)"""
-        sharding = self.sharding(spec.nd_sbp, len(spec.shape))
+        """A Box for VariableSpec ``spec`` holding ``value`` (numpy) or drawn anew, sharded as its nd-SBP, or
+        whole on each device of its placement on some devices."""
+        if spec.devices is not None and self.view == "consistent":
+            sharding = self.placed_sharding(spec.devices, len(spec.shape))
+        else:
+            sharding = self.sharding(spec.nd_sbp, len(spec.shape))
         if value is not None:
             return Box(self.put(np.asarray(value, jax_dtype(spec.dtype)), sharding), sharding)
         key = (repr(spec.sampler), spec.shape, spec.dtype.name, sharding)
@@ -186,6 +198,10 @@ class Runtime:
 
     # Steps --------------------------------------------------------------
     def compile(self, program, plan, seed):
+        if self.view == "consistent" and any(n.placement is not None for n in program.nodes):
+            from .placed import PlacedExecutable     # a step per stage of placements
+
+            return PlacedExecutable(self, program, plan, seed)
         if self.view == "consistent":
             from .consistent import ConsistentExecutable
 

@@ -1,13 +1,14 @@
-"""Which placements (``flow.scope.placement`` on some of the devices) a step may use on this engine.
+"""Which steps with placements (``flow.scope.placement`` on some of the devices) run as one DTensor step function.
 
-The consistent view gives each placement a DTensor mesh of its devices and moves tensors between meshes with
-``copy_to_mesh`` inside the step.  DTensor (TF 2.21) runs such a step as one function per mesh, each waiting for
-the others' tensors; where the meshes feed each other in a cycle (all devices -> ``0:0`` -> all devices) the step
-never finishes (tried: a loss on all devices after a layer on one device hangs).  So a step's data may go from all
-devices into placements and from one placement to another, but never back: refused before any step runs.  Steps
-moving tensors between placements of different sizes hang as well (tried on 4 devices: ``0:3`` -> ``0:0-1`` and
-``0:0-1`` -> ``0:2`` hang; ``0:0-1`` -> ``0:2-3``, ``0:2-3`` -> ``0:0-1`` and any two single devices run), so the
-placements on some devices of one step have one size.  The mirrored view keeps a whole replica on every device
+The consistent view gives each placement a DTensor mesh of its devices.  A step whose tensors go only forward,
+from all devices into placements and from one placement to another of the same size, runs as one step function
+that moves tensors between meshes with ``copy_to_mesh``.  DTensor (TF 2.21) runs such a function as one function
+per mesh, each waiting for the others' tensors; where the meshes feed each other in a cycle (all devices -> ``0:0``
+-> all devices) the step never finishes (a loss on all devices after a layer on one device hangs), and moving
+tensors between placements of different sizes hangs as well (on 4 devices: ``0:3`` -> ``0:0-1`` and ``0:0-1`` ->
+``0:2`` hang; ``0:0-1`` -> ``0:2-3``, ``0:2-3`` -> ``0:0-1`` and any two single devices run).
+``bench/probe_dtensor_placements.py`` reproduces both.  Such steps run stage by stage instead (``staged.py``), the
+copies between meshes made outside the step functions.  The mirrored view keeps a whole replica on every device
 and has no placements.
 """
 from flowlayers.errors import ConfigError
@@ -17,8 +18,9 @@ def _where(placement):
     return "all devices" if placement is None else "devices " + ",".join(f"0:{d}" for d in placement)
 
 
-def check_consistent(program):
-    """Refuse a step whose data would flow back to all devices, or around a cycle of placements."""
+def hangs(program):
+    """Why ``program`` would hang as one DTensor step function (its data flowing back to all devices, around a
+    cycle of placements, or between placements of different sizes), or None where it runs as one."""
     follows = {}                    # placement -> placements its tensors go to
     sizes = {}
     for node in program.nodes:
@@ -26,20 +28,15 @@ def check_consistent(program):
             sizes.setdefault(len(node.placement), node)
     if len(sizes) > 1:
         a, b, *_ = sizes.values()
-        raise ConfigError(f"flow.scope.placement: {program.name!r} places op {a.name!r} on {_where(a.placement)} and "
-                          f"op {b.name!r} on {_where(b.placement)}; expected placements on some devices of one size "
-                          f"in a step (TF DTensor's steps hang moving tensors between meshes of different sizes)")
+        return (f"op {a.name!r} on {_where(a.placement)} and op {b.name!r} on {_where(b.placement)}: placements of "
+                f"different sizes")
     for node in program.nodes:
         for x in node.inputs:
             src, dst = x.node.placement, node.placement
             if src == dst:
                 continue
             if dst is None:
-                raise ConfigError(f"op {node.name!r} runs on all devices but reads {x.name!r} made under "
-                                  f"flow.scope.placement on {_where(src)}: expected the ops after a placement on "
-                                  f"some devices (the loss too) inside a placement; TF DTensor's steps hang when "
-                                  f"tensors go back from some devices to all of them, so put this op in a "
-                                  f"flow.scope.placement as well")
+                return f"op {node.name!r} on all devices reads {x.name!r} made on {_where(src)}"
             follows.setdefault(src, set()).add(dst)
     for start in follows:
         stack, seen = [(start, [start])], set()
@@ -47,12 +44,11 @@ def check_consistent(program):
             at, path = stack.pop()
             for nxt in follows.get(at, ()):
                 if nxt == start and start is not None:
-                    raise ConfigError(f"flow.scope.placement: tensors of {program.name!r} go around the placements "
-                                      f"{' -> '.join(_where(p) for p in path + [start])}; expected each placement "
-                                      f"to feed only later ones (TF DTensor's steps hang on such cycles)")
+                    return f"tensors go around {' -> '.join(_where(p) for p in path + [start])}"
                 if nxt not in seen:
                     seen.add(nxt)
                     stack.append((nxt, path + [nxt]))
+    return None
 
 
 def check_mirrored(program):

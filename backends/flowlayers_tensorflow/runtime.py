@@ -20,11 +20,12 @@ from flowlayers.backend_common import replica_rows
 from flowlayers.errors import ConfigError
 from flowlayers.sbp import Split
 
-from . import devices
+from . import devices, placements
 from .collectives import Collectives, next_group_key
 from .consistent import ConsistentExecutable
 from .lowering import step_error
 from .mirrored import MirroredExecutable
+from .staged import StagedExecutable
 from .variables import SharedConstants, draw, initial_value
 
 _block_ids = itertools.count()     # unique ids of the per-device block variables (device_blocks)
@@ -239,6 +240,8 @@ class ConsistentRuntime:
 
     # Steps --------------------------------------------------------------
     def compile(self, program, plan, seed):
+        if placements.hangs(program) is not None:       # one step function would hang: a function per stage
+            return StagedExecutable(self, program, plan, seed)
         return ConsistentExecutable(self, program, plan, seed)
 
     def place(self, feed, nd_sbp):

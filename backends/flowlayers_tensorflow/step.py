@@ -27,6 +27,8 @@ def forward_backward(program, chunks, handles, contexts, loss_scope=contextlib.n
     trainable = [handles[v.path] for v in p.trainable]
     with tf.GradientTape() as tape:
         tape.watch(trainable)       # also variables made while frozen (created with trainable=False)
+        if p.gradients:     # a watched Blob made from the batch alone is recorded only from watched feeds on
+            tape.watch([f for env in envs for x, f in env.items() if x.dtype.is_floating])
         sums, counts = [], []
         for env, ctx in zip(envs, contexts):
             run_graph(p, env, handles, ctx)
