@@ -204,6 +204,31 @@ class Layer:
         """How errors name this layer."""
         return f"layer {self.name!r}"
 
+    # Losses added in call (Keras 3's add_loss) ----------------------------
+    def add_loss(self, loss):
+        """Keras 3's: inside ``call``, add a scalar loss term (a Blob of shape ``()``, or a list of them) to the
+        loss the model trains on (``compile``'s loss and ``compute_loss`` add it).  In the mirrored view a term
+        computed from the batch is each replica's on its rows, averaged over the replicas (exact with equal
+        shares)."""
+        terms = list(loss) if isinstance(loss, (list, tuple)) else [loss]
+        for term in terms:
+            term = graph.as_blob(term)
+            if not isinstance(term, Blob):
+                raise LayerError(f"{self._what}.add_loss: expected a Blob computed in call, received "
+                                 f"{type(term).__name__} {term!r}")
+            if term.ndim:
+                raise LayerError(f"{self._what}.add_loss: expected a scalar Blob (shape ()), received Blob "
+                                 f"{term.name!r} of shape {describe_shape(term.shape)}; reduce it first, e.g. "
+                                 f"flow.ops.mean(flow.ops.sum(x, axis=1))")
+            if not term.dtype.is_floating:
+                term = elementwise.cast(term, dtypes.float32)
+            self.__dict__.setdefault("_added_losses", []).append(term)
+
+    @property
+    def losses(self):
+        """The scalar Blobs this layer's calls added with ``add_loss`` (a model's: those of its graph)."""
+        return list(self.__dict__.get("_added_losses", ()))
+
     # Calling ------------------------------------------------------------
     def build(self, input_shape):
         pass

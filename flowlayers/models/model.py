@@ -80,6 +80,10 @@ class Model(Layer):
             if owner is not None and owner is not self and all(owner is not known for known in self._layers):
                 self._layers.append(owner)
         self.built = True
+        # add_loss terms computed from these inputs: part of the graph, replayed with it
+        self._loss_terms = loss_terms(self.loss_owners(), feeds)
+        if self._loss_terms:
+            self._nodes = topo_sort(self.outputs + [t for _, t in self._loss_terms])
         self.trainer.forget_steps()
 
     @property
@@ -149,6 +153,8 @@ class Model(Layer):
             out[0].node.updates, out[0].node.signature = dict(node.updates), node.signature
             for old, new in zip(node.outputs, out):
                 values[id(node), old.index] = new
+        for owner, term in self._loss_terms:        # each call adds its own terms, as Keras' call does
+            owner.__dict__.setdefault("_added_losses", []).append(values[id(term.node), term.index])
         results = [values[id(b.node), b.index] for b in self.outputs]
         if self._output_keys:
             results = dict(zip(self._output_keys, results))
@@ -223,6 +229,25 @@ class Model(Layer):
                 seen.add(id(w))
                 out.append(w)
         return out
+
+    @property
+    def losses(self):
+        """Keras' ``model.losses``: the scalar Blobs that ``add_loss`` added in the calls of this model's graph
+        (its layers', nested models' included); ``compile``'s loss adds them."""
+        return [t for _, t in self._loss_terms] if self.built else []
+
+    def loss_owners(self):
+        """This model and every layer it holds (through nested models, and layers kept as attributes): where
+        ``add_loss`` terms are kept."""
+        found, todo = [], [self]
+        while todo:
+            layer = todo.pop(0)
+            if any(layer is known for known in found):
+                continue
+            found.append(layer)
+            held = [v for v in vars(layer).values() if isinstance(v, Layer)]
+            todo += (layer.layers if isinstance(layer, Model) else []) + held
+        return found
 
     @property
     def output(self):
@@ -478,6 +503,20 @@ def _refuse_custom_steps(cls, name):
                              f"custom steps yet: fit, evaluate and predict would run the whole model's compiled step "
                              f"instead; expected no {step} override (put the computation in call, the loss in "
                              f"compile)")
+
+
+def loss_terms(owners, feeds):
+    """``(owner, term)`` for each ``add_loss`` term of ``owners`` computed from the placeholders ``feeds`` (node
+    ids) alone: the terms of one graph."""
+    out, seen = [], set()
+    for owner in owners:
+        for term in owner.__dict__.get("_added_losses", ()):
+            if id(term) in seen:
+                continue
+            seen.add(id(term))
+            if all(n.op.kind != "placeholder" or id(n) in feeds for n in topo_sort([term])):
+                out.append((owner, term))
+    return out
 
 
 def _default_name(cls):

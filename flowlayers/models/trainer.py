@@ -138,6 +138,8 @@ class Trainer:
                 share = head_losses[-1] * h.weight if h.weight != 1.0 else head_losses[-1]
                 per_example = share if per_example is None else per_example + share
                 metric_blobs += [s for m in h.metrics for s in m.statistics(label, out)]
+        for term in model.losses:       # add_loss terms (scalars), added to every example: their mean gains each once
+            per_example = per_example + term
         per_example = regularizers.penalized(per_example)     # Keras: the reported loss includes the penalties
         outputs = [per_example] + head_losses + metric_blobs
         train = phase == "train"
