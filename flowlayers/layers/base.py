@@ -191,6 +191,11 @@ class Layer:
     def non_trainable_weights(self):
         return [w for w in self.weights if not w.trainable]
 
+    # Keras 3's names for the same lists
+    variables = property(lambda self: self.weights)
+    trainable_variables = property(lambda self: self.trainable_weights)
+    non_trainable_variables = property(lambda self: self.non_trainable_weights)
+
     def get_weights(self):
         """Full logical arrays in Keras order, gathered from every device."""
         return [w.numpy() for w in self.weights]

@@ -27,15 +27,16 @@ import os
 
 import numpy as np
 
-from .. import engine, export as exporting
+from .. import engine, export as exporting, metrics as metrics_mod, regularizers
 from ..errors import CheckpointError, GraphError, InputError, LayerError, ShapeError, describe_shape
-from ..framework import checkpoint_format as checkpoint
+from ..framework import checkpoint_format as checkpoint, step_trace
 from ..framework.blob import Blob
 from ..framework.graph import Call, apply, layer_scope, record_call, topo_sort, unit_inputs, unit_of, units
 from ..inputs import Input
 from ..layers.base import Layer
+from ..ops.reduce import reduce_mean
 from ..parallel import report
-from . import saving, summary as summary_mod, training
+from . import custom_fit, custom_steps, saving, summary as summary_mod, training
 from .keras_files import archive as keras_archive, formats, legacy as keras_legacy, weights as keras_weights
 from .trainer import Trainer
 
@@ -405,7 +406,6 @@ class Model(Layer):
         after its last batch, as in Keras."""
         if kwargs:
             raise InputError(f"Model {self.name!r}.compile: unexpected keyword argument(s) {sorted(kwargs)}")
-        _refuse_custom_steps(type(self), self.name)
         self.trainer.compile(optimizer, loss, loss_weights, metrics, jit_compile, micro_batches,
                              steps_per_execution)
 
@@ -424,45 +424,134 @@ class Model(Layer):
             validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
             steps_per_epoch=None, **kwargs):
         _refuse_keywords(self, "fit", kwargs)
+        if _overrides(type(self), "train_step"):
+            return custom_fit.fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_split,
+                                  validation_data, shuffle, initial_epoch, steps_per_epoch, sample_weight, class_weight)
         return training.fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data,
                             shuffle, initial_epoch, steps_per_epoch, sample_weight, class_weight)
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
                  callbacks=None, return_dict=False, **kwargs):
         _refuse_keywords(self, "evaluate", kwargs)
+        if _overrides(type(self), "test_step"):
+            return custom_fit.evaluate(self, x, y, sample_weight, batch_size, verbose, callbacks, return_dict,
+                                       training.checked_steps(steps, f"Model {self.name!r}.evaluate"))
         return training.evaluate(self, x, y, sample_weight, batch_size, verbose, callbacks, return_dict,
                                  training.checked_steps(steps, f"Model {self.name!r}.evaluate"))
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None, **kwargs):
         _refuse_keywords(self, "predict", kwargs)
+        if _overrides(type(self), "predict_step"):
+            return custom_fit.predict(self, x, batch_size, verbose, callbacks,
+                                      training.checked_steps(steps, f"Model {self.name!r}.predict"))
         return training.predict(self, x, batch_size, verbose, callbacks,
                                 training.checked_steps(steps, f"Model {self.name!r}.predict"))
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, return_dict=False):
         """One training step on ``x, y`` as one batch; the loss and metrics of that batch (Keras 3's return)."""
+        if _overrides(type(self), "train_step"):
+            if class_weight is not None:
+                raise InputError(f"Model {self.name!r}.train_on_batch: class_weight is not supported with a custom "
+                                 f"train_step; expected None")
+            return custom_fit.on_batch(self, x, y, sample_weight, True, return_dict)
         return training.on_batch(self, x, y, return_dict, True, sample_weight, class_weight)
 
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
         """The loss and metrics of ``x, y`` as one batch, without training."""
+        if _overrides(type(self), "test_step"):
+            return custom_fit.on_batch(self, x, y, sample_weight, False, return_dict)
         return training.on_batch(self, x, y, return_dict, False, sample_weight)
 
     def predict_on_batch(self, x):
         """The outputs for ``x`` as one batch."""
+        if _overrides(type(self), "predict_step"):
+            return custom_fit.predict(self, x, max(len(training.first_array(x)), 1), 0, None)
         return training.predict(self, x, max(len(training.first_array(x)), 1), 0, None)
 
+    # Custom steps (Keras 3's contract; custom_steps.py traces them) ---------
     def train_step(self, data):
-        """Keras' one training step on ``data``: ``fit`` runs the compiled step of the whole model (its loss,
-        metrics and optimizer) in every view; an override is not run yet, and refused by name."""
-        raise GraphError(f"Model {self.name!r}.train_step: expected to be run by fit, received a direct call; "
-                         f"fit plans and compiles the step")
+        """Keras 3's one training step on ``data`` (the element of a batch: ``x``, ``(x, y)`` or ``(x, y,
+        sample_weight)``).  Override it in a subclass, written as Keras 3 writes it (``self(x, training=True)``,
+        ``self.compute_loss``, ``flow.GradientTape``, ``self.optimizer.apply``, ``self.metrics``): ``fit`` traces it
+        once on symbolic data and compiles what it recorded, in every view (``custom_steps.py``).  This default is
+        Keras' own step, for an override that calls ``super().train_step(data)``."""
+        step_trace.require(f"Model {self.name!r}.train_step")
+        x, y, sample_weight = unpack(data)
+        with step_trace.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
+        self.trainer.loss_tracker.update_state(loss)
+        variables = self.trainable_weights
+        self.optimizer.apply(tape.gradient(loss, variables), variables)
+        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
     def test_step(self, data):
-        """Keras' one evaluation step (see ``train_step``)."""
-        raise GraphError(f"Model {self.name!r}.test_step: expected to be run by evaluate, received a direct call")
+        """Keras 3's one evaluation step (see ``train_step``); ``evaluate`` traces an override."""
+        step_trace.require(f"Model {self.name!r}.test_step")
+        x, y, sample_weight = unpack(data)
+        y_pred = self(x, training=False)
+        loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=False)
+        self.trainer.loss_tracker.update_state(loss)
+        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
     def predict_step(self, data):
-        """Keras' one prediction step (see ``train_step``)."""
-        raise GraphError(f"Model {self.name!r}.predict_step: expected to be run by predict, received a direct call")
+        """Keras 3's one prediction step (see ``train_step``); ``predict`` traces an override."""
+        step_trace.require(f"Model {self.name!r}.predict_step")
+        x, _, _ = unpack(data)
+        return self(x, training=False)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """Keras 3's ``compute_loss`` in a traced step: ``compile``'s loss of ``y_pred`` against ``y`` (weighted by
+        ``sample_weight``), plus the ``add_loss`` terms of the calls made in this step and the weight penalties.
+        A Blob of one loss per example, whose mean over the batch is the loss (exact in every view)."""
+        what = f"Model {self.name!r}.compute_loss"
+        trace = step_trace.require(what)
+        total = None
+        if self.trainer.loss is not None:
+            if not isinstance(y_pred, Blob) or not isinstance(y, Blob):
+                raise GraphError(f"{what}: expected y and y_pred Blobs for compile's loss (a model of one output), "
+                                 f"received y={type(y).__name__}, y_pred={type(y_pred).__name__}")
+            total = _mean_of_entries(self.trainer.loss(y, y_pred))
+            if sample_weight is not None:
+                total = total * sample_weight
+            if self.trainer.loss_weight != 1.0:
+                total = total * self.trainer.loss_weight
+        feeds = {id(n) for b in custom_steps.leaves((x, y, y_pred)) if isinstance(b, Blob)
+                 for n in topo_sort([b]) if n.op.kind == "placeholder"}
+        for _, term in loss_terms(self.loss_owners(), feeds):
+            total = term if total is None else total + term
+        if total is None:
+            raise GraphError(f"{what}: no loss to compute; expected compile(loss=...) or add_loss terms in the "
+                             f"layers called")
+        per_example = regularizers.penalized(total)
+        if per_example.ndim == 0:
+            return per_example
+        loss = reduce_mean(per_example, axis=0)       # Keras' scalar: the per-example values are summed where used
+        trace.mean_of(per_example, loss)
+        return loss
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        """Keras 3's: update ``compile``'s metrics with ``y`` and ``y_pred``; the results of ``self.metrics``."""
+        step_trace.require(f"Model {self.name!r}.compute_metrics")
+        if sample_weight is not None and self.compiled_metrics:
+            raise InputError(f"Model {self.name!r}.compute_metrics: sample_weight in a traced step is not supported "
+                             f"for compiled metrics; expected None")
+        for m in self.compiled_metrics:
+            m.update_state(y, y_pred)
+        return {m.name: m.result() for m in self.metrics}
+
+    @property
+    def metrics(self):
+        """Keras 3's ``model.metrics``: once compiled the ``loss`` tracker and ``compile``'s metrics, then the
+        metrics kept as attributes of the model (reset by fit and evaluate at their start)."""
+        found = [self.trainer.loss_tracker] if self.trainer.loss_tracker is not None else []
+        found += list(self.compiled_metrics)
+        found += [v for v in vars(self).values() if isinstance(v, metrics_mod.Metric)]
+        return found
+
+    def reset_metrics(self):
+        for m in self.metrics:
+            m.reset_state()
 
     def parallel_plan(self, batch_size=32):
         """What runs where in the view in force: per variable (and optimizer slot) its SBP and the shard each
@@ -495,14 +584,31 @@ def _defines_call(cls):
     return any("call" in vars(c) for c in cls.__mro__[:cls.__mro__.index(Model)])
 
 
-def _refuse_custom_steps(cls, name):
-    """A ``train_step``/``test_step``/``predict_step`` overridden in a subclass is not run yet: refused by name."""
-    for step in ("train_step", "test_step", "predict_step"):
-        if getattr(cls, step) is not getattr(Model, step):
-            raise GraphError(f"Model {name!r} ({cls.__name__}): {step} is overridden, and flowlayers does not run "
-                             f"custom steps yet: fit, evaluate and predict would run the whole model's compiled step "
-                             f"instead; expected no {step} override (put the computation in call, the loss in "
-                             f"compile)")
+def _overrides(cls, step):
+    """Whether a Model class overrides ``train_step``/``test_step``/``predict_step`` (then fit, evaluate or
+    predict trace it)."""
+    return getattr(cls, step) is not getattr(Model, step)
+
+
+def unpack(data):
+    """Keras' ``unpack_x_y_sample_weight``: ``(x, y, sample_weight)`` of a step's element."""
+    if isinstance(data, list):
+        data = tuple(data)
+    if not isinstance(data, tuple):
+        return data, None, None
+    if len(data) == 1:
+        return data[0], None, None
+    if len(data) == 2:
+        return data[0], data[1], None
+    if len(data) == 3:
+        return data
+    raise InputError(f"a step's data expected x, (x,), (x, y) or (x, y, sample_weight), received a tuple of "
+                     f"{len(data)}")
+
+
+def _mean_of_entries(values):
+    """A loss per example: the mean of each example's entries (a per-token loss)."""
+    return reduce_mean(values, axis=list(range(1, values.ndim))) if values.ndim > 1 else values
 
 
 def loss_terms(owners, feeds):
