@@ -155,3 +155,10 @@ def test_a_tape_and_an_apply_outside_a_step_are_refused():
         flow.GradientTape().gradient(model.outputs[0], model.trainable_variables)
     with pytest.raises(flow.GraphError, match="Adam.apply: expected inside a model's train_step"):
         flow.optimizers.Adam().apply([None], model.trainable_variables[:1])
+
+
+@pytest.mark.parametrize("eager", [lambda loss: np.asarray(loss) * 2, lambda loss: float(loss)])
+def test_eager_numpy_on_a_traced_value_is_refused_by_name(eager):
+    model = _step_model(lambda m, d: {"loss": eager(_gradients(m, d)[0])})
+    with pytest.raises(flow.GraphError, match="has no value while the graph is built"):
+        model.fit(np.ones((4, 4), np.float32), np.zeros((4, 1), np.float32), verbose=0)
