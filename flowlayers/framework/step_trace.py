@@ -45,10 +45,12 @@ class MetricResult:
 
 
 class Trace:
-    """What one traced step recorded: the optimizer updates in order, the metric updates."""
+    """What one traced step recorded: the optimizer updates in order, the metric updates; ``feeds``: the
+    placeholders of its data, from which the values it computes (and its ``add_loss`` terms) are made."""
 
-    def __init__(self, phase, name):
+    def __init__(self, phase, name, feeds=()):
         self.phase, self.name = phase, name
+        self.feeds = {id(x.node) for x in feeds}       # the step's placeholders (its data)
         self.updates, self.metric_updates = [], []
         self._examples = {}     # id of a scalar mean -> (the scalar, its Blob of one value per example)
 

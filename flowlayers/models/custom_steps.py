@@ -78,7 +78,7 @@ class Stages:
         self.placeholders = [source.placeholder((None,) + tuple(np.shape(a)[1:]), feed_dtype(a, what),
                                                 naming.unique_name(f"{model.name}/data"))
                              for a in arrays]
-        trace = step_trace.Trace(phase, what)
+        trace = step_trace.Trace(phase, what, self.placeholders)
         with step_trace.tracing(trace):
             self.result = getattr(model, _STEP[phase])(rebuilt(element, iter(self.placeholders)))
         self.trace, self.what = trace, what

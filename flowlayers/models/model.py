@@ -36,7 +36,7 @@ from ..inputs import Input
 from ..layers.base import Layer
 from ..ops.reduce import reduce_mean
 from ..parallel import report
-from . import custom_fit, custom_steps, saving, summary as summary_mod, training
+from . import custom_fit, saving, summary as summary_mod, training
 from .keras_files import archive as keras_archive, formats, legacy as keras_legacy, weights as keras_weights
 from .trainer import Trainer
 
@@ -222,10 +222,13 @@ class Model(Layer):
     @property
     def weights(self):
         """Variables in Keras order: layer by layer, each layer's in creation order; then its own (a subclassed
-        model's ``add_weight``) and any read outside layers."""
+        model's ``add_weight``) and any read outside layers; then those of layers it keeps as attributes."""
         seen, out = set(), []
         own = list(self._weights) + ([n.variable for n in self._nodes if n.op.kind == "variable"] if self.built else [])
-        for w in [w for layer in self.layers for w in layer.weights] + own:
+        # then those of layers kept as attributes and not called in its graph (a GAN's generator, as Keras tracks)
+        held = [w for layer in vars(self).values() if isinstance(layer, Layer) and layer is not self
+                for w in layer.weights]
+        for w in [w for layer in self.layers for w in layer.weights] + own + held:
             if id(w) not in seen:
                 seen.add(id(w))
                 out.append(w)
@@ -234,7 +237,11 @@ class Model(Layer):
     @property
     def losses(self):
         """Keras' ``model.losses``: the scalar Blobs that ``add_loss`` added in the calls of this model's graph
-        (its layers', nested models' included); ``compile``'s loss adds them."""
+        (its layers', nested models' included; in a custom step, in the calls made on the step's data);
+        ``compile``'s loss and ``compute_loss`` add them."""
+        trace = step_trace.current()
+        if trace is not None:       # in a custom step: the terms of the calls made on its data
+            return [t for _, t in loss_terms(self.loss_owners(), trace.feeds)]
         return [t for _, t in self._loss_terms] if self.built else []
 
     def loss_owners(self):
@@ -511,14 +518,12 @@ class Model(Layer):
             if not isinstance(y_pred, Blob) or not isinstance(y, Blob):
                 raise GraphError(f"{what}: expected y and y_pred Blobs for compile's loss (a model of one output), "
                                  f"received y={type(y).__name__}, y_pred={type(y_pred).__name__}")
-            total = _mean_of_entries(self.trainer.loss(y, y_pred))
+            total = _mean_of_entries(self.trainer.loss.per_example(y, y_pred))
             if sample_weight is not None:
                 total = total * sample_weight
             if self.trainer.loss_weight != 1.0:
                 total = total * self.trainer.loss_weight
-        feeds = {id(n) for b in custom_steps.leaves((x, y, y_pred)) if isinstance(b, Blob)
-                 for n in topo_sort([b]) if n.op.kind == "placeholder"}
-        for _, term in loss_terms(self.loss_owners(), feeds):
+        for term in self.losses:        # add_loss terms of the calls made in this step
             total = term if total is None else total + term
         if total is None:
             raise GraphError(f"{what}: no loss to compute; expected compile(loss=...) or add_loss terms in the "

@@ -86,3 +86,69 @@ def test_vae_with_add_loss_trains_as_keras(digits, view):
             np.testing.assert_allclose(a, b, atol=1e-5)
     without = model.evaluate([x, eps], x, batch_size=16, verbose=0)
     np.testing.assert_allclose(without, reference.evaluate([x, eps], x, batch_size=16, verbose=0), rtol=1e-5)
+
+
+def _vae_step_class(k, tape_class, o):
+    class VAE(k.Model):
+        """keras.io's VAE train_step: the reconstruction loss computed in the step, the KL term the sampling
+        layer added (``self.losses``), trackers as attributes."""
+
+        def __init__(self, encoder, decoder):
+            super().__init__()
+            self.encoder, self.decoder = encoder, decoder
+            self.total_loss_tracker = k.metrics.Mean(name="total_loss")
+            self.reconstruction_loss_tracker = k.metrics.Mean(name="reconstruction_loss")
+
+        @property
+        def metrics(self):
+            return [self.total_loss_tracker, self.reconstruction_loss_tracker]
+
+        def train_step(self, data):
+            x, eps = data
+            with tape_class() as tape:
+                z_mean, z_log_var, z = self.encoder([x, eps])
+                reconstruction = self.decoder(z)
+                reconstruction_loss = o.mean(o.sum(o.square(x - reconstruction), axis=1))
+                total_loss = reconstruction_loss + o.sum(self.losses)
+            grads = tape.gradient(total_loss, self.trainable_weights)
+            self.optimizer.apply_gradients(zip(grads, self.trainable_weights))
+            self.total_loss_tracker.update_state(total_loss)
+            self.reconstruction_loss_tracker.update_state(reconstruction_loss)
+            return {m.name: m.result() for m in self.metrics}
+    return VAE
+
+
+def _vae_with_step(k, tape_class):
+    o = ops if k is flow else keras.ops
+    x_in, eps_in = k.Input((784,)), k.Input((LATENT,))
+    h = k.layers.Dense(32, activation="relu", name="enc")(x_in)
+    z_mean, z_log_var = k.layers.Dense(LATENT, name="z_mean")(h), k.layers.Dense(LATENT, name="z_log_var")(h)
+    z = _sampling_class(k.layers.Layer, o)(name="sampling")([z_mean, z_log_var, eps_in])
+    encoder = k.Model([x_in, eps_in], [z_mean, z_log_var, z], name="encoder")
+    z_in = k.Input((LATENT,))
+    decoder = k.Model(z_in, k.layers.Dense(784, activation="sigmoid", name="dec_out")(
+        k.layers.Dense(32, activation="relu", name="dec")(z_in)), name="decoder")
+    vae = _vae_step_class(k, tape_class, o)(encoder, decoder)
+    vae.compile(optimizer=k.optimizers.SGD(0.005, momentum=0.9))     # Adam magnifies the noise of near-0 gradients
+    return vae
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("view", ["consistent", "mirrored"])
+def test_the_keras_io_vae_train_step_with_add_loss_trains_as_keras(digits, view):
+    import tensorflow as tf
+
+    x, eps = digits
+    flow.config.set_view(view)
+    flow.config.gpu_device_num(2)
+    model, reference = _vae_with_step(flow, flow.GradientTape), _vae_with_step(keras, tf.GradientTape)
+    reference.encoder.set_weights(model.encoder.get_weights())
+    reference.decoder.set_weights(model.decoder.get_weights())
+    ours = model.fit(x, eps, batch_size=16, epochs=2, shuffle=False, verbose=0).history
+    theirs = reference.fit(x, eps, batch_size=16, epochs=2, shuffle=False, verbose=0).history
+    for key in ("total_loss", "reconstruction_loss"):
+        np.testing.assert_allclose(ours[key], theirs[key], rtol=1e-5, atol=1e-5)
+    assert ours["total_loss"][0] > ours["reconstruction_loss"][0]        # the KL term counted
+    for mine, theirs_model in ((model.encoder, reference.encoder), (model.decoder, reference.decoder)):
+        for a, b in zip(mine.get_weights(), theirs_model.get_weights()):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
