@@ -162,3 +162,34 @@ def test_eager_numpy_on_a_traced_value_is_refused_by_name(eager):
     model = _step_model(lambda m, d: {"loss": eager(_gradients(m, d)[0])})
     with pytest.raises(flow.GraphError, match="has no value while the graph is built"):
         model.fit(np.ones((4, 4), np.float32), np.zeros((4, 1), np.float32), verbose=0)
+
+
+def test_a_value_read_after_the_last_apply_sees_the_updated_weights():
+    """A Blob made after the apply that changed what it reads is computed by one more program, after the update;
+    the loss, made before it, by the stage itself."""
+    def step(model, data):
+        loss, grads = _gradients(model, data)
+        model.optimizer.apply(grads, model.trainable_variables)
+        return {"loss": loss, "after": model(data[0])}
+
+    model = _step_model(step)
+    x, y = np.random.default_rng(0).normal(size=(6, 4)).astype("float32"), np.ones((6, 1), np.float32)
+    before = model.predict(x, verbose=0)
+    logs = model.train_on_batch(x, y, return_dict=True)
+    np.testing.assert_allclose(logs["loss"], np.mean((before - 1.0) ** 2), rtol=1e-6)
+    np.testing.assert_allclose(logs["after"], model.predict(x, verbose=0).mean(), rtol=1e-6)
+    assert abs(logs["after"] - before.mean()) > 1e-3
+
+
+def test_an_apply_in_a_test_step_is_refused():
+    class Evaluating(flow.Model):
+        def test_step(self, data):
+            loss, grads = _gradients(self, data)
+            self.optimizer.apply(grads, self.trainable_variables)
+            return {"loss": loss}
+
+    x = flow.Input((4,))
+    model = Evaluating(x, flow.layers.Dense(1)(x))
+    model.compile(flow.optimizers.SGD(0.1), loss="mse")
+    with pytest.raises(flow.GraphError, match="SGD.apply: expected in a train_step"):
+        model.evaluate(np.ones((4, 4), np.float32), np.zeros((4, 1), np.float32), verbose=0)
