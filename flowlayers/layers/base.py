@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes, initializers, mixed_precision, regularizers
 from ..errors import FlowLayersError, LayerError, ShapeError, describe_shape
-from ..framework import graph, naming
+from ..framework import graph, naming, step_trace
 from ..framework.blob import Blob
 from ..framework.variable import Variable, assign_all, store
 from ..inputs import Input
@@ -242,6 +242,7 @@ class Layer:
         raise NotImplementedError
 
     def __call__(self, inputs, training=None, **kwargs):
+        training = outermost_training(training)
         inputs = self._as_blobs(inputs)
         self._check_input(inputs)
         with graph.layer_scope(self):
@@ -344,6 +345,14 @@ class Layer:
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name!r}>"
+
+
+def outermost_training(training):
+    """Keras 3: a layer called in a custom step outside any other call, without ``training``, runs in inference
+    mode (``training=False``); elsewhere ``training`` is as given (None: the step's phase decides)."""
+    if training is None and graph.current_layer() is None and step_trace.current() is not None:
+        return False
+    return training
 
 
 def _names_kept_on_error(init):

@@ -15,6 +15,8 @@ recorded becomes compiled steps (``Stages``):
 Values are per-example Blobs summed over the batch (exact in every view); a scalar Blob is each replica's in the
 mirrored view, averaged over the replicas.
 """
+import dataclasses
+
 import numpy as np
 
 from .. import dtypes
@@ -147,6 +149,9 @@ class Stages:
                                     loss=None if update is None else losses[j],
                                     optimizer=None if update is None else update.optimizer, name=f"{self.what}#{j + 1}",
                                     trained=None if update is None else update.variables)
+            # state a layer call updates (moving statistics) is assigned by the stage it was called in, once
+            program = dataclasses.replace(program, updates=tuple(
+                (var, b) for var, b in program.updates if _window(b.node, boundaries) == j))
             self.programs.append((Compiled(program, self.placement), None if update is None else update.optimizer))
         self.groups = groups
 
@@ -186,13 +191,18 @@ def _per_example(loss):
     return reduce_mean(loss, axis=list(range(1, loss.ndim))) if loss.ndim > 1 else loss
 
 
+def _window(node, boundaries):
+    """How many applies were recorded before ``node`` was made."""
+    return sum(1 for b in boundaries if b <= node.serial)
+
+
 def _stale(blob, j, updates, boundaries):
     """Why ``blob`` cannot be computed by stage ``j`` (which sees the updates before it): the variable it read
     before or after an update stage ``j`` sees differently, named; None where it can."""
     for node in topo_sort([blob]):
         if node.op.kind != "variable":
             continue
-        read_after = sum(1 for b in boundaries if b <= node.serial)      # the updates made before it was read
+        read_after = _window(node, boundaries)      # the updates made before it was read
         for u in range(min(read_after, j), max(read_after, j)):
             if any(v is node.variable for v in updates[u].variables):
                 when = "before" if read_after <= u else "after"

@@ -33,7 +33,7 @@ from ..framework import checkpoint_format as checkpoint, step_trace
 from ..framework.blob import Blob
 from ..framework.graph import Call, apply, layer_scope, record_call, topo_sort, unit_inputs, unit_of, units
 from ..inputs import Input
-from ..layers.base import Layer
+from ..layers.base import Layer, outermost_training
 from ..ops.reduce import reduce_mean
 from ..parallel import report
 from . import custom_fit, saving, summary as summary_mod, training
@@ -111,6 +111,7 @@ class Model(Layer):
             list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
         if not all(isinstance(b, Blob) for b in given):
             return self.predict_on_batch(inputs)
+        training = outermost_training(training)
         if _defines_call(type(self)):
             if not self.built:
                 self.build([b.shape for b in given] if isinstance(inputs, (list, tuple)) else given[0].shape,

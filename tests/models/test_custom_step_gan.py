@@ -13,7 +13,7 @@ LATENT = 8
 pytestmark = pytest.mark.filterwarnings("ignore:load_mnist_arrays")
 
 
-def _gan_class(k, tape_class, o):
+def _gan_class(k, tape_class, o, training):
     class GAN(k.Model):
         def __init__(self, discriminator, generator):
             super().__init__()
@@ -38,14 +38,14 @@ def _gan_class(k, tape_class, o):
             column = o.mean(real_images, axis=1, keepdims=True)       # (batch, 1), as the predictions
             labels = o.concatenate([o.ones_like(column), o.zeros_like(column)], axis=0)
             with tape_class() as tape:
-                predictions = self.discriminator(combined_images)
+                predictions = self.discriminator(combined_images, training=training)
                 d_loss = self.loss_fn(labels, predictions)
             grads = tape.gradient(d_loss, self.discriminator.trainable_weights)
             self.d_optimizer.apply_gradients(zip(grads, self.discriminator.trainable_weights))
 
             misleading_labels = o.zeros_like(column)
             with tape_class() as tape:
-                predictions = self.discriminator(self.generator(data["z_more"]))
+                predictions = self.discriminator(self.generator(data["z_more"]), training=training)
                 g_loss = self.loss_fn(misleading_labels, predictions)
             grads = tape.gradient(g_loss, self.generator.trainable_weights)
             self.g_optimizer.apply_gradients(zip(grads, self.generator.trainable_weights))
@@ -56,16 +56,19 @@ def _gan_class(k, tape_class, o):
     return GAN
 
 
-def _gan(k, tape_class):
+def _gan(k, tape_class, batch_norm=False, training=None, optimizer="Adam"):
     o = flow.ops if k is flow else keras.ops
     z = k.Input((LATENT,))
     generator = k.Model(z, k.layers.Dense(784, activation="sigmoid", name="g_out")(
         k.layers.Dense(32, activation="relu", name="g_hidden")(z)), name="generator")
     image = k.Input((784,))
-    discriminator = k.Model(image, k.layers.Dense(1, name="d_out")(
-        k.layers.Dense(32, activation="relu", name="d_hidden")(image)), name="discriminator")
-    gan = _gan_class(k, tape_class, o)(discriminator, generator)
-    gan.compile(d_optimizer=k.optimizers.Adam(1e-3), g_optimizer=k.optimizers.Adam(1e-3),
+    hidden = k.layers.Dense(32, activation="relu", name="d_hidden")(image)
+    if batch_norm:
+        hidden = k.layers.BatchNormalization(name="d_norm")(hidden)
+    discriminator = k.Model(image, k.layers.Dense(1, name="d_out")(hidden), name="discriminator")
+    gan = _gan_class(k, tape_class, o, training)(discriminator, generator)
+    rate = 1e-3 if optimizer == "Adam" else 0.05
+    gan.compile(d_optimizer=getattr(k.optimizers, optimizer)(rate), g_optimizer=getattr(k.optimizers, optimizer)(rate),
                 loss_fn=k.losses.BinaryCrossentropy(from_logits=True))
     return gan
 
@@ -96,6 +99,26 @@ def test_the_keras_io_gan_trains_in_two_ordered_stages_as_keras(data, view):
     for ours_model, their_model in ((gan.generator, reference.generator), (gan.discriminator, reference.discriminator)):
         for a, b in zip(ours_model.get_weights(), their_model.get_weights()):
             np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("training", [None, True])
+def test_batch_norm_in_the_discriminator_runs_as_keras(data, training):
+    """BatchNormalization in the discriminator, called in both stages: without ``training`` (keras.io's form) in
+    inference mode, as Keras runs a call in a custom step; with ``training=True`` on batch statistics, its moving
+    statistics moving once per call (consistent view: the mirrored view's batch statistics are per replica)."""
+    flow.config.set_view("consistent")
+    flow.config.gpu_device_num(2)
+    # SGD: Adam's first steps magnify the rounding of near-0 gradients (BatchNormalization's beta) past 1e-5
+    gan = _gan(flow, flow.GradientTape, True, training, "SGD")
+    reference = _gan(keras, tf.GradientTape, True, training, "SGD")
+    reference.generator.set_weights(gan.generator.get_weights())
+    reference.discriminator.set_weights(gan.discriminator.get_weights())
+    ours = gan.fit(data, batch_size=12, epochs=1, shuffle=False, verbose=0).history
+    theirs = reference.fit(data, batch_size=12, epochs=1, shuffle=False, verbose=0).history
+    np.testing.assert_allclose(ours["g_loss"], theirs["g_loss"], rtol=1e-5)
+    for a, b in zip(gan.discriminator.get_weights(), reference.discriminator.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
 def test_a_loss_computed_before_an_apply_that_changes_what_it_read_is_refused():
