@@ -420,7 +420,7 @@ class Model(Layer):
     # Keras' names for what compile set
     optimizer = property(lambda self: self.trainer.optimizer)
     loss = property(lambda self: self.trainer.loss)
-    compiled_metrics = property(lambda self: self.trainer.metrics)
+    compiled_metrics = property(lambda self: CompiledMetrics(self.trainer.metrics))
     steps_per_execution = property(lambda self: self.trainer.steps_per_execution)
 
     @property
@@ -546,6 +546,16 @@ class Model(Layer):
             m.update_state(y, y_pred)
         return {m.name: m.result() for m in self.metrics}
 
+    def compiled_loss(self, y, y_pred, sample_weight=None, regularization_losses=None):
+        """Keras 2's name, kept by Keras 3's TensorFlow trainer (deprecated there): ``compute_loss(y=y,
+        y_pred=y_pred, sample_weight=sample_weight)``, which adds the ``add_loss`` terms that
+        ``regularization_losses`` (``self.losses``) held in Keras 2; other terms are refused by name."""
+        if regularization_losses is not None and [id(t) for t in regularization_losses] != [
+                id(t) for t in self.losses]:
+            raise InputError(f"Model {self.name!r}.compiled_loss: regularization_losses expected None or "
+                             f"self.losses (compute_loss adds them), received other terms; add them to the loss")
+        return self.compute_loss(y=y, y_pred=y_pred, sample_weight=sample_weight)
+
     @property
     def metrics(self):
         """Keras 3's ``model.metrics``: once compiled the ``loss`` tracker and ``compile``'s metrics, then the
@@ -588,6 +598,15 @@ class Model(Layer):
 def _defines_call(cls):
     """Whether a Model class is subclassed with its own ``call`` (not a functional model's graph replay)."""
     return any("call" in vars(c) for c in cls.__mro__[:cls.__mro__.index(Model)])
+
+
+class CompiledMetrics(list):
+    """``compile``'s metrics, with Keras 2's ``update_state(y, y_pred)`` of them all (kept by Keras 3's
+    TensorFlow trainer for custom steps)."""
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        for m in self:
+            m.update_state(y_true, y_pred, sample_weight)
 
 
 def _overrides(cls, step):

@@ -193,3 +193,27 @@ def test_an_apply_in_a_test_step_is_refused():
     model.compile(flow.optimizers.SGD(0.1), loss="mse")
     with pytest.raises(flow.GraphError, match="SGD.apply: expected in a train_step"):
         model.evaluate(np.ones((4, 4), np.float32), np.zeros((4, 1), np.float32), verbose=0)
+
+
+class KerasTwoStyle(flow.Model):
+    """The Keras 2 names a custom step still finds in Keras 3's TensorFlow trainer."""
+
+    def train_step(self, data):
+        x, y = data
+        with flow.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compiled_loss(y, y_pred, regularization_losses=self.losses)
+        self.optimizer.apply_gradients(zip(tape.gradient(loss, self.trainable_variables), self.trainable_variables))
+        self.compiled_metrics.update_state(y, y_pred)
+        return {m.name: m.result() for m in self.metrics}
+
+
+def test_keras_two_names_compiled_loss_and_compiled_metrics():
+    x = flow.Input((4,))
+    model = KerasTwoStyle(x, flow.layers.Dense(1)(x))
+    model.compile(flow.optimizers.SGD(0.1), loss="mse", metrics=[flow.metrics.MeanAbsoluteError(name="mae")])
+    data = np.random.default_rng(1).normal(size=(8, 4)).astype("float32"), np.ones((8, 1), np.float32)
+    before = model.predict(data[0], verbose=0)
+    logs = model.train_on_batch(*data, return_dict=True)
+    assert list(logs) == ["loss", "mae"] and logs["loss"] == 0.0     # the loss tracker, not updated: 0, as Keras
+    np.testing.assert_allclose(logs["mae"], np.mean(np.abs(before - 1.0)), rtol=1e-6)
