@@ -473,7 +473,7 @@ class Model(Layer):
     def predict_on_batch(self, x):
         """The outputs for ``x`` as one batch."""
         if _overrides(type(self), "predict_step"):
-            return custom_fit.predict(self, x, max(len(training.first_array(x)), 1), 0, None)
+            return custom_fit.predict(self, x, max(len(training.first_array(x)), 1), 0, None, None)
         return training.predict(self, x, max(len(training.first_array(x)), 1), 0, None)
 
     # Custom steps (Keras 3's contract; custom_steps.py traces them) ---------

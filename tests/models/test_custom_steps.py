@@ -217,3 +217,17 @@ def test_keras_two_names_compiled_loss_and_compiled_metrics():
     logs = model.train_on_batch(*data, return_dict=True)
     assert list(logs) == ["loss", "mae"] and logs["loss"] == 0.0     # the loss tracker, not updated: 0, as Keras
     np.testing.assert_allclose(logs["mae"], np.mean(np.abs(before - 1.0)), rtol=1e-6)
+
+
+def test_a_dataset_feeds_the_custom_step_its_elements(data):
+    """A tf.data.Dataset's elements are the step's data, as Keras hands them: the same training as arrays give;
+    predict_on_batch runs the predict_step."""
+    x, y = data
+    by_arrays, by_dataset = _compiled(flow, flow.GradientTape), _compiled(flow, flow.GradientTape)
+    by_dataset.set_weights(by_arrays.get_weights())
+    ours = by_arrays.fit(x, y, batch_size=10, epochs=1, shuffle=False, verbose=0).history
+    theirs = by_dataset.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(10), epochs=1, verbose=0).history
+    np.testing.assert_allclose(ours["loss"], theirs["loss"], rtol=1e-6)
+    for a, b in zip(by_arrays.get_weights(), by_dataset.get_weights()):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    np.testing.assert_allclose(by_arrays.predict_on_batch(x[:3])["probabilities"].sum(axis=1), 1.0, rtol=1e-6)
