@@ -219,6 +219,7 @@ def test_keras_two_names_compiled_loss_and_compiled_metrics():
     np.testing.assert_allclose(logs["mae"], np.mean(np.abs(before - 1.0)), rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_dataset_feeds_the_custom_step_its_elements(data):
     """A tf.data.Dataset's elements are the step's data, as Keras hands them: the same training as arrays give;
     predict_on_batch runs the predict_step."""
