@@ -15,6 +15,7 @@ from .dtypes import bfloat16, double, float, float16, float32, float64, int8, in
 from .errors import (CheckpointError, ConfigError, DTypeError, EngineError, FlowLayersError, GraphError,
                      InputError, LayerError, SBPError, ShapeError)
 from .framework.blob import Blob
+from .framework.step_trace import GradientTape
 from .mixed_precision import DTypePolicy
 from .framework import naming
 from .framework.variable import Variable, store

@@ -183,6 +183,7 @@ class Program:
     updates: Tuple                    # (variable, Blob): state a training step assigns (moving statistics)
     slots: Mapping[str, Tuple]        # variable path -> its optimizer slot variables, in the rule's order
     state: Tuple = ()                 # the optimizer's own state variables (scalars: a loss scale), updated per step
+    trained: Optional[Tuple] = None   # the variables the optimizer trains (None: every trainable one read)
 
     @property
     def results(self):
@@ -192,7 +193,11 @@ class Program:
 
     @property
     def trainable(self):
-        return [v for v in self.variables if v.trainable] if self.loss is not None else []
+        """The variables a train step updates: ``trained`` where given (a stage of a custom train_step), else every
+        trainable variable read; none without a loss."""
+        if self.loss is None:
+            return []
+        return list(self.trained) if self.trained is not None else [v for v in self.variables if v.trainable]
 
     @property
     def returned_modes(self):

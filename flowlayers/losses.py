@@ -7,7 +7,7 @@ A loss is computed in float32 from 16-bit predictions (a ``mixed_bfloat16`` mode
 """
 from . import dtypes, mixed_precision
 from .errors import ConfigError
-from .framework import naming
+from .framework import naming, step_trace
 from .ops import elementwise as ew, nn, reduce
 
 
@@ -21,7 +21,21 @@ class Loss:
         return y_pred.shape, loss_dtype(y_pred.dtype)
 
     def __call__(self, y_true, y_pred):
-        """The per-example loss of ``y_pred`` (16-bit predictions cast to float32 first) against ``y_true``."""
+        """The per-example loss of ``y_pred`` (16-bit predictions cast to float32 first) against ``y_true``; in a
+        traced custom step, Keras' scalar: its mean over the batch (the per-example values are summed where it is
+        minimised or averaged, exact in every view)."""
+        per_example = self.per_example(y_true, y_pred)
+        trace = step_trace.current()
+        if trace is None:
+            return per_example
+        entries = reduce.reduce_mean(per_example, axis=list(range(1, per_example.ndim))) if per_example.ndim > 1 \
+            else per_example
+        loss = reduce.reduce_mean(entries, axis=0) if entries.ndim else entries
+        trace.mean_of(entries, loss)
+        return loss
+
+    def per_example(self, y_true, y_pred):
+        """The loss of each example (of each entry, for a per-token loss)."""
         return self.call(y_true, in_loss_dtype(y_pred))
 
     def call(self, y_true, y_pred):

@@ -38,4 +38,12 @@ class Blob:
         raise GraphError(f"Blob {self.name!r} has no value while the graph is built; "
                          f"expected a Python bool, received a symbolic Blob (use flow ops instead of if/and/or)")
 
+    def __array__(self, *args, **kwargs):
+        raise GraphError(f"Blob {self.name!r} has no value while the graph is built; expected a numpy array, "
+                         f"received a symbolic Blob (compute with flow ops; in a custom step, return it in the logs)")
+
+    def __float__(self):
+        raise GraphError(f"Blob {self.name!r} has no value while the graph is built; expected a Python number, "
+                         f"received a symbolic Blob (compute with flow ops instead)")
+
     __hash__ = object.__hash__

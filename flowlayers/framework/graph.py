@@ -14,11 +14,19 @@ from .blob import Blob
 _layer_stack = []
 
 
+_made = [0]     # nodes made so far
+
+
+def next_serial():
+    """The serial the next node made will have."""
+    return _made[0]
+
+
 class Node:
     """One op in a graph.  ``attrs`` holds the op's own parameters only (what its OpDef and kernel read); what
     the graph says about the node is in typed fields."""
     __slots__ = ("op", "inputs", "attrs", "name", "outputs", "layer", "placement", "recompute", "variable",
-                 "updates", "signature")
+                 "updates", "signature", "serial")
 
     def __init__(self, op, inputs, attrs, name, layer, placement=None, recompute=None, variable=None):
         self.op, self.inputs, self.attrs, self.name, self.layer = op, tuple(inputs), attrs, name, layer
@@ -28,6 +36,8 @@ class Node:
         self.updates = {}               # output index -> the Variable a training step assigns it to (moving stats)
         self.signature = None           # per mesh axis, a Signature the planner must use (force_signature)
         self.outputs = ()
+        self.serial = _made[0]          # the order nodes are made in (a traced step's stages read it)
+        _made[0] += 1
 
     def __repr__(self):
         return f"Node({self.op.name}, name={self.name!r})"

@@ -12,9 +12,10 @@ MODES = ("numpy", "list", "sum")
 
 
 def build(inputs, outputs, output_modes, phase="predict", loss=None, optimizer=None, jit_compile=False, name="step",
-          gradients=(), micro_batches=1):
+          gradients=(), micro_batches=1, trained=None):
     """The Program computing ``outputs`` from ``inputs`` (placeholder Blobs), each returned as its mode says;
-    ``gradients``: Blobs whose gradient of the mean loss the step also returns (``flow.watch_diff``)."""
+    ``gradients``: Blobs whose gradient of the mean loss the step also returns (``flow.watch_diff``); ``trained``:
+    the variables the optimizer updates (default: every trainable variable the nodes read)."""
     if gradients and loss is None:
         raise GraphError(f"{name!r}: gradients of Blobs expected in a step with a loss, received none")
     roots = list(outputs) + ([loss] if loss is not None else [])
@@ -35,13 +36,21 @@ def build(inputs, outputs, output_modes, phase="predict", loss=None, optimizer=N
     if micro_batches > 1 and any(m != "sum" for m in output_modes):
         raise GraphError(f"{name!r}: micro_batches={micro_batches} expected outputs summed over the batch (mode "
                          f"'sum'), received modes {list(output_modes)}")
-    trained = [v for v in variables if v.trainable] if loss is not None else []
+    chosen = trained is not None
+    if chosen:
+        trained = list(trained)
+        absent = [v.path for v in trained if not any(v is w for w in variables)]
+        if absent:
+            raise GraphError(f"{name!r}: expected to train variables the loss reads, received {absent}, which it "
+                             f"does not read")
+    else:
+        trained = [v for v in variables if v.trainable] if loss is not None else []
     slots = {v.path: tuple(optimizer.slots(v)) for v in trained} if optimizer is not None else {}
     state = tuple(optimizer.state_variables().values()) if optimizer is not None and trained else ()
     return Program(tuple(inputs), tuple(outputs), tuple(output_modes), phase, loss, optimizer, jit_compile, name,
                    tuple(gradients), micro_batches, tuple(nodes),
                    tuple(recompute_units(nodes)) if phase == "train" else tuple(nodes), tuple(variables),
-                   tuple(updates), slots, state)
+                   tuple(updates), slots, state, tuple(trained) if chosen and loss is not None else None)
 
 
 def _unique(items):

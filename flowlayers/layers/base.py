@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes, initializers, mixed_precision, regularizers
 from ..errors import FlowLayersError, LayerError, ShapeError, describe_shape
-from ..framework import graph, naming
+from ..framework import graph, naming, step_trace
 from ..framework.blob import Blob
 from ..framework.variable import Variable, assign_all, store
 from ..inputs import Input
@@ -191,6 +191,11 @@ class Layer:
     def non_trainable_weights(self):
         return [w for w in self.weights if not w.trainable]
 
+    # Keras 3's names for the same lists
+    variables = property(lambda self: self.weights)
+    trainable_variables = property(lambda self: self.trainable_weights)
+    non_trainable_variables = property(lambda self: self.non_trainable_weights)
+
     def get_weights(self):
         """Full logical arrays in Keras order, gathered from every device."""
         return [w.numpy() for w in self.weights]
@@ -204,6 +209,31 @@ class Layer:
         """How errors name this layer."""
         return f"layer {self.name!r}"
 
+    # Losses added in call (Keras 3's add_loss) ----------------------------
+    def add_loss(self, loss):
+        """Keras 3's: inside ``call``, add a scalar loss term (a Blob of shape ``()``, or a list of them) to the
+        loss the model trains on (``compile``'s loss and ``compute_loss`` add it).  In the mirrored view a term
+        computed from the batch is each replica's on its rows, averaged over the replicas (exact with equal
+        shares)."""
+        terms = list(loss) if isinstance(loss, (list, tuple)) else [loss]
+        for term in terms:
+            term = graph.as_blob(term)
+            if not isinstance(term, Blob):
+                raise LayerError(f"{self._what}.add_loss: expected a Blob computed in call, received "
+                                 f"{type(term).__name__} {term!r}")
+            if term.ndim:
+                raise LayerError(f"{self._what}.add_loss: expected a scalar Blob (shape ()), received Blob "
+                                 f"{term.name!r} of shape {describe_shape(term.shape)}; reduce it first, e.g. "
+                                 f"flow.ops.mean(flow.ops.sum(x, axis=1))")
+            if not term.dtype.is_floating:
+                term = elementwise.cast(term, dtypes.float32)
+            self.__dict__.setdefault("_added_losses", []).append(term)
+
+    @property
+    def losses(self):
+        """The scalar Blobs this layer's calls added with ``add_loss`` (a model's: those of its graph)."""
+        return list(self.__dict__.get("_added_losses", ()))
+
     # Calling ------------------------------------------------------------
     def build(self, input_shape):
         pass
@@ -212,6 +242,7 @@ class Layer:
         raise NotImplementedError
 
     def __call__(self, inputs, training=None, **kwargs):
+        training = outermost_training(training)
         inputs = self._as_blobs(inputs)
         self._check_input(inputs)
         with graph.layer_scope(self):
@@ -314,6 +345,14 @@ class Layer:
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name!r}>"
+
+
+def outermost_training(training):
+    """Keras 3: a layer called in a custom step outside any other call, without ``training``, runs in inference
+    mode (``training=False``); elsewhere ``training`` is as given (None: the step's phase decides)."""
+    if training is None and graph.current_layer() is None and step_trace.current() is not None:
+        return False
+    return training
 
 
 def _names_kept_on_error(init):

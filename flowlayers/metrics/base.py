@@ -12,14 +12,29 @@ threshold; ...), and its result a function of them.  It is fed two ways:
 
 The same formula (``arrays``) builds both, so a metric means the same on its own and in a model.
 """
+import functools
 import re
 
 import numpy as np
 
 from .. import contract, dtypes
 from ..errors import ConfigError, InputError
-from ..framework import naming
+from ..framework import naming, step_trace
+from ..framework.graph import as_blob, is_tensor
+from ..ops import elementwise as ew
 from . import arrays
+
+
+def traceable(update):
+    """``update_state`` that, in a traced step and given Blobs, records the metric's statistics instead
+    (``_update_traced``); on host arrays it runs as written."""
+    @functools.wraps(update)
+    def update_state(self, *args, **kwargs):
+        if _traced(*args, *kwargs.values()):
+            return self._update_traced(*args, **kwargs)
+        return update(self, *args, **kwargs)
+    update_state.traceable = True
+    return update_state
 
 
 class Metric:
@@ -30,6 +45,11 @@ class Metric:
     metric computes in (the arrays are cast to it, as Keras does); the sums are float64.
     """
     takes_predictions = True        # a metric of (y_true, y_pred), as compile(metrics=...) feeds it
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "update_state" in cls.__dict__ and not getattr(cls.__dict__["update_state"], "traceable", False):
+            cls.update_state = traceable(cls.__dict__["update_state"])
 
     def __init__(self, name=None, dtype=None):
         self.name = name or naming.unique_name(snake_case(type(self).__name__))     # Keras' auto_name
@@ -80,9 +100,11 @@ class Metric:
         self._state = self._state + np.asarray(sums, np.float64)
 
     # On its own -----------------------------------------------------------------------------------------------
+    @traceable
     def update_state(self, y_true, y_pred, sample_weight=None):
         """Add a batch: ``y_true``, ``y_pred`` and ``sample_weight`` host arrays (numpy, or anything ``np.asarray``
-        reads)."""
+        reads).  Inside a traced ``train_step``/``test_step``, on Blobs: the step returns the batch's sums, added
+        after each step."""
         y_true, y_pred = self._host(y_true, "y_true"), self._host(y_pred, "y_pred")
         weight = None if sample_weight is None else self._host(sample_weight, "sample_weight")
         self._add([np.sum(p, dtype=np.float64) for p in self._parts(y_true, y_pred, weight)])
@@ -90,6 +112,8 @@ class Metric:
     def result(self):
         """The metric's value: a Python float, or a numpy array for a metric of several values (several
         thresholds, one per class)."""
+        if step_trace.current() is not None:       # in a traced step: read after each step runs
+            return step_trace.MetricResult(self)
         state = self.sums
         return 0.0 if state is None else _plain(self._result(state))
 
@@ -108,6 +132,17 @@ class Metric:
                              f"{type(value).__name__}: {e}") from None
 
     # In a step ------------------------------------------------------------------------------------------------
+    def _update_traced(self, y_true, y_pred, sample_weight=None):
+        """``update_state`` in a traced step: this metric's statistics of the Blobs, and one count per example."""
+        what = f"metric {self.name!r}.update_state"
+        if sample_weight is not None:
+            raise InputError(f"{what}: sample_weight in a traced step is not supported; expected None (weigh the "
+                             f"loss instead), received {type(sample_weight).__name__}")
+        y_true, y_pred = _traced_blob(y_true, "y_true", what), _traced_blob(y_pred, "y_pred", what)
+        parts = self.statistics(y_true, y_pred)
+        count = arrays.per_example(ew.fill_like(y_pred, 1.0, dtypes.float32))
+        step_trace.require(what).update_metric(self, parts, count)
+
     def statistics(self, y_true, y_pred):
         """The Blobs whose sums over a batch the step returns for this metric (each keeps the batch as its first
         axis)."""
@@ -176,6 +211,18 @@ class Deferred:
         return repr(float(self))
 
 
+def _traced(*values):
+    """Whether an update is made in a traced step, on Blobs (or Variables)."""
+    return step_trace.current() is not None and any(is_tensor(v) for v in values)
+
+
+def _traced_blob(value, what, where):
+    value = as_blob(value)
+    if not arrays.is_blob(value):
+        raise InputError(f"{where}: {what} expected a Blob in a traced step, received {type(value).__name__}")
+    return value
+
+
 def snake_case(name):
     """Keras' ``to_snake_case``: ``AUC`` -> ``auc``, ``TruePositives`` -> ``true_positives``."""
     name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
@@ -241,6 +288,38 @@ class Mean(Metric):
     def _step_sums(self, sums, rows):
         return [sums[0], rows]
 
+    def _update_traced(self, values, sample_weight=None):
+        self._update_values_traced(values, sample_weight, arrays.mean)
+
+    def _update_values_traced(self, values, sample_weight, reduce_fn):
+        """``update_state(values)`` in a traced step: each example's value (reduced over its other axes) and a
+        count, weighed by a number or by a Blob of one weight per example.  A scalar Blob counts once per replica
+        in the mirrored view (the mean of the replicas' values)."""
+        what = f"metric {self.name!r}.update_state"
+        trace = step_trace.require(what)
+        values = _traced_blob(values, "values", what)
+        if values.ndim == 0:        # one value (Keras counts it once): the batch mean of what it averages
+            if not (sample_weight is None or isinstance(sample_weight, (int, float))) or isinstance(sample_weight,
+                                                                                                    bool):
+                raise InputError(f"{what}: sample_weight of a scalar value expected a number or None, received "
+                                 f"{type(sample_weight).__name__}")
+            values = arrays.cast(trace.per_example(values), self._dtype)
+            trace.update_metric(self, [values], ew.fill_like(values, 1.0, self._dtype),
+                                once=1.0 if sample_weight is None else float(sample_weight))
+            return
+        values = arrays.cast(values, self._dtype)
+        if values.ndim > 1:
+            values = reduce_fn(values, axis=list(range(1, values.ndim)))
+        count = ew.fill_like(values, 1.0, self._dtype)
+        if sample_weight is not None:
+            weight = sample_weight if isinstance(sample_weight, (int, float)) and not isinstance(
+                sample_weight, bool) else arrays.cast(_traced_blob(sample_weight, "sample_weight", what), self._dtype)
+            if not isinstance(weight, (int, float)) and weight.shape != values.shape:
+                raise InputError(f"{what}: sample_weight expected a number or a Blob of shape {values.shape} (one "
+                                 f"weight per value), received shape {weight.shape}")
+            values, count = values * weight, count * weight
+        trace.update_metric(self, [values], count)
+
     def _result(self, state):
         return divide_no_nan(state[0], state[1])
 
@@ -266,6 +345,9 @@ class Sum(Metric):
     def _result(self, state):
         return state[0]
 
+    def _update_traced(self, values, sample_weight=None):
+        Mean._update_values_traced(self, values, sample_weight, arrays.total)
+
     statistics = Mean.statistics
 
 
@@ -290,6 +372,8 @@ class MeanMetricWrapper(Mean):
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_pred = self._host(y_pred, "y_pred")
         super().update_state(self._fn(self._host(y_true, "y_true"), y_pred, **self._fn_kwargs), sample_weight)
+
+    _update_traced = Metric._update_traced
 
     def statistics(self, y_true, y_pred):
         self.step_outputs = 1

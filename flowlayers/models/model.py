@@ -27,15 +27,16 @@ import os
 
 import numpy as np
 
-from .. import engine, export as exporting
+from .. import engine, export as exporting, metrics as metrics_mod, regularizers
 from ..errors import CheckpointError, GraphError, InputError, LayerError, ShapeError, describe_shape
-from ..framework import checkpoint_format as checkpoint
+from ..framework import checkpoint_format as checkpoint, step_trace
 from ..framework.blob import Blob
 from ..framework.graph import Call, apply, layer_scope, record_call, topo_sort, unit_inputs, unit_of, units
 from ..inputs import Input
-from ..layers.base import Layer
+from ..layers.base import Layer, outermost_training
+from ..ops.reduce import reduce_mean
 from ..parallel import report
-from . import saving, summary as summary_mod, training
+from . import custom_fit, saving, summary as summary_mod, training
 from .keras_files import archive as keras_archive, formats, legacy as keras_legacy, weights as keras_weights
 from .trainer import Trainer
 
@@ -80,6 +81,10 @@ class Model(Layer):
             if owner is not None and owner is not self and all(owner is not known for known in self._layers):
                 self._layers.append(owner)
         self.built = True
+        # add_loss terms computed from these inputs: part of the graph, replayed with it
+        self._loss_terms = loss_terms(self.loss_owners(), feeds)
+        if self._loss_terms:
+            self._nodes = topo_sort(self.outputs + [t for _, t in self._loss_terms])
         self.trainer.forget_steps()
 
     @property
@@ -106,6 +111,7 @@ class Model(Layer):
             list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
         if not all(isinstance(b, Blob) for b in given):
             return self.predict_on_batch(inputs)
+        training = outermost_training(training)
         if _defines_call(type(self)):
             if not self.built:
                 self.build([b.shape for b in given] if isinstance(inputs, (list, tuple)) else given[0].shape,
@@ -149,6 +155,8 @@ class Model(Layer):
             out[0].node.updates, out[0].node.signature = dict(node.updates), node.signature
             for old, new in zip(node.outputs, out):
                 values[id(node), old.index] = new
+        for owner, term in self._loss_terms:        # each call adds its own terms, as Keras' call does
+            owner.__dict__.setdefault("_added_losses", []).append(values[id(term.node), term.index])
         results = [values[id(b.node), b.index] for b in self.outputs]
         if self._output_keys:
             results = dict(zip(self._output_keys, results))
@@ -215,14 +223,40 @@ class Model(Layer):
     @property
     def weights(self):
         """Variables in Keras order: layer by layer, each layer's in creation order; then its own (a subclassed
-        model's ``add_weight``) and any read outside layers."""
+        model's ``add_weight``) and any read outside layers; then those of layers it keeps as attributes."""
         seen, out = set(), []
         own = list(self._weights) + ([n.variable for n in self._nodes if n.op.kind == "variable"] if self.built else [])
-        for w in [w for layer in self.layers for w in layer.weights] + own:
+        # then those of layers kept as attributes and not called in its graph (a GAN's generator, as Keras tracks)
+        held = [w for layer in vars(self).values() if isinstance(layer, Layer) and layer is not self
+                for w in layer.weights]
+        for w in [w for layer in self.layers for w in layer.weights] + own + held:
             if id(w) not in seen:
                 seen.add(id(w))
                 out.append(w)
         return out
+
+    @property
+    def losses(self):
+        """Keras' ``model.losses``: the scalar Blobs that ``add_loss`` added in the calls of this model's graph
+        (its layers', nested models' included; in a custom step, in the calls made on the step's data);
+        ``compile``'s loss and ``compute_loss`` add them."""
+        trace = step_trace.current()
+        if trace is not None:       # in a custom step: the terms of the calls made on its data
+            return [t for _, t in loss_terms(self.loss_owners(), trace.feeds)]
+        return [t for _, t in self._loss_terms] if self.built else []
+
+    def loss_owners(self):
+        """This model and every layer it holds (through nested models, and layers kept as attributes): where
+        ``add_loss`` terms are kept."""
+        found, todo = [], [self]
+        while todo:
+            layer = todo.pop(0)
+            if any(layer is known for known in found):
+                continue
+            found.append(layer)
+            held = [v for v in vars(layer).values() if isinstance(v, Layer)]
+            todo += (layer.layers if isinstance(layer, Model) else []) + held
+        return found
 
     @property
     def output(self):
@@ -380,14 +414,13 @@ class Model(Layer):
         after its last batch, as in Keras."""
         if kwargs:
             raise InputError(f"Model {self.name!r}.compile: unexpected keyword argument(s) {sorted(kwargs)}")
-        _refuse_custom_steps(type(self), self.name)
         self.trainer.compile(optimizer, loss, loss_weights, metrics, jit_compile, micro_batches,
                              steps_per_execution)
 
     # Keras' names for what compile set
     optimizer = property(lambda self: self.trainer.optimizer)
     loss = property(lambda self: self.trainer.loss)
-    compiled_metrics = property(lambda self: self.trainer.metrics)
+    compiled_metrics = property(lambda self: CompiledMetrics(self.trainer.metrics))
     steps_per_execution = property(lambda self: self.trainer.steps_per_execution)
 
     @property
@@ -399,45 +432,142 @@ class Model(Layer):
             validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
             steps_per_epoch=None, **kwargs):
         _refuse_keywords(self, "fit", kwargs)
+        if _overrides(type(self), "train_step"):
+            return custom_fit.fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_split,
+                                  validation_data, shuffle, initial_epoch, steps_per_epoch, sample_weight, class_weight)
         return training.fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data,
                             shuffle, initial_epoch, steps_per_epoch, sample_weight, class_weight)
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
                  callbacks=None, return_dict=False, **kwargs):
         _refuse_keywords(self, "evaluate", kwargs)
+        if _overrides(type(self), "test_step"):
+            return custom_fit.evaluate(self, x, y, sample_weight, batch_size, verbose, callbacks, return_dict,
+                                       training.checked_steps(steps, f"Model {self.name!r}.evaluate"))
         return training.evaluate(self, x, y, sample_weight, batch_size, verbose, callbacks, return_dict,
                                  training.checked_steps(steps, f"Model {self.name!r}.evaluate"))
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None, **kwargs):
         _refuse_keywords(self, "predict", kwargs)
+        if _overrides(type(self), "predict_step"):
+            return custom_fit.predict(self, x, batch_size, verbose, callbacks,
+                                      training.checked_steps(steps, f"Model {self.name!r}.predict"))
         return training.predict(self, x, batch_size, verbose, callbacks,
                                 training.checked_steps(steps, f"Model {self.name!r}.predict"))
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, return_dict=False):
         """One training step on ``x, y`` as one batch; the loss and metrics of that batch (Keras 3's return)."""
+        if _overrides(type(self), "train_step"):
+            if class_weight is not None:
+                raise InputError(f"Model {self.name!r}.train_on_batch: class_weight is not supported with a custom "
+                                 f"train_step; expected None")
+            return custom_fit.on_batch(self, x, y, sample_weight, True, return_dict)
         return training.on_batch(self, x, y, return_dict, True, sample_weight, class_weight)
 
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
         """The loss and metrics of ``x, y`` as one batch, without training."""
+        if _overrides(type(self), "test_step"):
+            return custom_fit.on_batch(self, x, y, sample_weight, False, return_dict)
         return training.on_batch(self, x, y, return_dict, False, sample_weight)
 
     def predict_on_batch(self, x):
         """The outputs for ``x`` as one batch."""
+        if _overrides(type(self), "predict_step"):
+            return custom_fit.predict(self, x, max(len(training.first_array(x)), 1), 0, None, None)
         return training.predict(self, x, max(len(training.first_array(x)), 1), 0, None)
 
+    # Custom steps (Keras 3's contract; custom_steps.py traces them) ---------
     def train_step(self, data):
-        """Keras' one training step on ``data``: ``fit`` runs the compiled step of the whole model (its loss,
-        metrics and optimizer) in every view; an override is not run yet, and refused by name."""
-        raise GraphError(f"Model {self.name!r}.train_step: expected to be run by fit, received a direct call; "
-                         f"fit plans and compiles the step")
+        """Keras 3's one training step on ``data`` (the element of a batch: ``x``, ``(x, y)`` or ``(x, y,
+        sample_weight)``).  Override it in a subclass, written as Keras 3 writes it (``self(x, training=True)``,
+        ``self.compute_loss``, ``flow.GradientTape``, ``self.optimizer.apply``, ``self.metrics``): ``fit`` traces it
+        once on symbolic data and compiles what it recorded, in every view (``custom_steps.py``).  This default is
+        Keras' own step, for an override that calls ``super().train_step(data)``."""
+        step_trace.require(f"Model {self.name!r}.train_step")
+        x, y, sample_weight = unpack(data)
+        with step_trace.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
+        self.trainer.loss_tracker.update_state(loss)
+        variables = self.trainable_weights
+        self.optimizer.apply(tape.gradient(loss, variables), variables)
+        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
     def test_step(self, data):
-        """Keras' one evaluation step (see ``train_step``)."""
-        raise GraphError(f"Model {self.name!r}.test_step: expected to be run by evaluate, received a direct call")
+        """Keras 3's one evaluation step (see ``train_step``); ``evaluate`` traces an override."""
+        step_trace.require(f"Model {self.name!r}.test_step")
+        x, y, sample_weight = unpack(data)
+        y_pred = self(x, training=False)
+        loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=False)
+        self.trainer.loss_tracker.update_state(loss)
+        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
     def predict_step(self, data):
-        """Keras' one prediction step (see ``train_step``)."""
-        raise GraphError(f"Model {self.name!r}.predict_step: expected to be run by predict, received a direct call")
+        """Keras 3's one prediction step (see ``train_step``); ``predict`` traces an override."""
+        step_trace.require(f"Model {self.name!r}.predict_step")
+        x, _, _ = unpack(data)
+        return self(x, training=False)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """Keras 3's ``compute_loss`` in a traced step: ``compile``'s loss of ``y_pred`` against ``y`` (weighted by
+        ``sample_weight``), plus the ``add_loss`` terms of the calls made in this step and the weight penalties.
+        A Blob of one loss per example, whose mean over the batch is the loss (exact in every view)."""
+        what = f"Model {self.name!r}.compute_loss"
+        trace = step_trace.require(what)
+        total = None
+        if self.trainer.loss is not None:
+            if not isinstance(y_pred, Blob) or not isinstance(y, Blob):
+                raise GraphError(f"{what}: expected y and y_pred Blobs for compile's loss (a model of one output), "
+                                 f"received y={type(y).__name__}, y_pred={type(y_pred).__name__}")
+            total = _mean_of_entries(self.trainer.loss.per_example(y, y_pred))
+            if sample_weight is not None:
+                total = total * sample_weight
+            if self.trainer.loss_weight != 1.0:
+                total = total * self.trainer.loss_weight
+        for term in self.losses:        # add_loss terms of the calls made in this step
+            total = term if total is None else total + term
+        if total is None:
+            raise GraphError(f"{what}: no loss to compute; expected compile(loss=...) or add_loss terms in the "
+                             f"layers called")
+        per_example = regularizers.penalized(total)
+        if per_example.ndim == 0:
+            return per_example
+        loss = reduce_mean(per_example, axis=0)       # Keras' scalar: the per-example values are summed where used
+        trace.mean_of(per_example, loss)
+        return loss
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        """Keras 3's: update ``compile``'s metrics with ``y`` and ``y_pred``; the results of ``self.metrics``."""
+        step_trace.require(f"Model {self.name!r}.compute_metrics")
+        if sample_weight is not None and self.compiled_metrics:
+            raise InputError(f"Model {self.name!r}.compute_metrics: sample_weight in a traced step is not supported "
+                             f"for compiled metrics; expected None")
+        for m in self.compiled_metrics:
+            m.update_state(y, y_pred)
+        return {m.name: m.result() for m in self.metrics}
+
+    def compiled_loss(self, y, y_pred, sample_weight=None, regularization_losses=None):
+        """Keras 2's name, kept by Keras 3's TensorFlow trainer (deprecated there): ``compute_loss(y=y,
+        y_pred=y_pred, sample_weight=sample_weight)``, which adds the ``add_loss`` terms that
+        ``regularization_losses`` (``self.losses``) held in Keras 2; other terms are refused by name."""
+        if regularization_losses is not None and [id(t) for t in regularization_losses] != [
+                id(t) for t in self.losses]:
+            raise InputError(f"Model {self.name!r}.compiled_loss: regularization_losses expected None or "
+                             f"self.losses (compute_loss adds them), received other terms; add them to the loss")
+        return self.compute_loss(y=y, y_pred=y_pred, sample_weight=sample_weight)
+
+    @property
+    def metrics(self):
+        """Keras 3's ``model.metrics``: once compiled the ``loss`` tracker and ``compile``'s metrics, then the
+        metrics kept as attributes of the model (reset by fit and evaluate at their start)."""
+        found = [self.trainer.loss_tracker] if self.trainer.loss_tracker is not None else []
+        found += list(self.compiled_metrics)
+        found += [v for v in vars(self).values() if isinstance(v, metrics_mod.Metric)]
+        return found
+
+    def reset_metrics(self):
+        for m in self.metrics:
+            m.reset_state()
 
     def parallel_plan(self, batch_size=32):
         """What runs where in the view in force: per variable (and optimizer slot) its SBP and the shard each
@@ -470,14 +600,54 @@ def _defines_call(cls):
     return any("call" in vars(c) for c in cls.__mro__[:cls.__mro__.index(Model)])
 
 
-def _refuse_custom_steps(cls, name):
-    """A ``train_step``/``test_step``/``predict_step`` overridden in a subclass is not run yet: refused by name."""
-    for step in ("train_step", "test_step", "predict_step"):
-        if getattr(cls, step) is not getattr(Model, step):
-            raise GraphError(f"Model {name!r} ({cls.__name__}): {step} is overridden, and flowlayers does not run "
-                             f"custom steps yet: fit, evaluate and predict would run the whole model's compiled step "
-                             f"instead; expected no {step} override (put the computation in call, the loss in "
-                             f"compile)")
+class CompiledMetrics(list):
+    """``compile``'s metrics, with Keras 2's ``update_state(y, y_pred)`` of them all (kept by Keras 3's
+    TensorFlow trainer for custom steps)."""
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        for m in self:
+            m.update_state(y_true, y_pred, sample_weight)
+
+
+def _overrides(cls, step):
+    """Whether a Model class overrides ``train_step``/``test_step``/``predict_step`` (then fit, evaluate or
+    predict trace it)."""
+    return getattr(cls, step) is not getattr(Model, step)
+
+
+def unpack(data):
+    """Keras' ``unpack_x_y_sample_weight``: ``(x, y, sample_weight)`` of a step's element."""
+    if isinstance(data, list):
+        data = tuple(data)
+    if not isinstance(data, tuple):
+        return data, None, None
+    if len(data) == 1:
+        return data[0], None, None
+    if len(data) == 2:
+        return data[0], data[1], None
+    if len(data) == 3:
+        return data
+    raise InputError(f"a step's data expected x, (x,), (x, y) or (x, y, sample_weight), received a tuple of "
+                     f"{len(data)}")
+
+
+def _mean_of_entries(values):
+    """A loss per example: the mean of each example's entries (a per-token loss)."""
+    return reduce_mean(values, axis=list(range(1, values.ndim))) if values.ndim > 1 else values
+
+
+def loss_terms(owners, feeds):
+    """``(owner, term)`` for each ``add_loss`` term of ``owners`` computed from the placeholders ``feeds`` (node
+    ids) alone: the terms of one graph."""
+    out, seen = [], set()
+    for owner in owners:
+        for term in owner.__dict__.get("_added_losses", ()):
+            if id(term) in seen:
+                continue
+            seen.add(id(term))
+            if all(n.op.kind != "placeholder" or id(n) in feeds for n in topo_sort([term])):
+                out.append((owner, term))
+    return out
 
 
 def _default_name(cls):

@@ -27,8 +27,9 @@ class Trainer:
         self.optimizer, self.loss, self.metrics = None, None, []
         self.heads, self.loss_weight = None, 1.0       # heads: one per output of a model of several (heads.py)
         self.jit_compile, self.micro_batches, self.steps_per_execution = False, 1, 1
+        self.loss_tracker = None    # the "loss" Mean of model.metrics (a custom train_step updates it)
         self.fit_state = None       # training.FitState while a fit runs (BackupAndRestore reads and resumes it)
-        self._steps = {}
+        self.forget_steps()
         self._deferred = None       # optimizer state of a checkpoint loaded before compile
 
     # Compile ---------------------------------------------------------------
@@ -60,6 +61,7 @@ class Trainer:
             self.loss = losses_mod.get(loss) if loss is not None else None
             self.metrics = [metrics_mod.get(m, self.loss) for m in (metrics or [])]
         self.optimizer = optimizer
+        self.loss_tracker = metrics_mod.Mean(name="loss")      # Keras' model.metrics[0] once compiled
         self.jit_compile, self.micro_batches = bool(jit_compile), micro_batches
         self.steps_per_execution = steps_per_execution
         self.forget_steps()
@@ -92,6 +94,7 @@ class Trainer:
     def forget_steps(self):
         """Drop the compiled steps (a new compile, a model rebuilt): the next ``step`` compiles again."""
         self._steps = {}
+        self.custom_stages = {}     # a custom train_step / test_step / predict_step traced (custom_fit.py)
 
     def program(self, phase, weighted=False):
         """The Program of ``phase``: the model's outputs (predict), or its loss and metrics summed over the batch
@@ -138,6 +141,8 @@ class Trainer:
                 share = head_losses[-1] * h.weight if h.weight != 1.0 else head_losses[-1]
                 per_example = share if per_example is None else per_example + share
                 metric_blobs += [s for m in h.metrics for s in m.statistics(label, out)]
+        for term in model.losses:       # add_loss terms (scalars), added to every example: their mean gains each once
+            per_example = per_example + term
         per_example = regularizers.penalized(per_example)     # Keras: the reported loss includes the penalties
         outputs = [per_example] + head_losses + metric_blobs
         train = phase == "train"

@@ -13,6 +13,7 @@ from .. import dtypes
 from ..framework.blob import Blob
 from ..framework.graph import as_blob, is_tensor
 from .elementwise import cast, constant
+from .shape import concat, reshape
 
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
 _INTS = ("int8", "int32", "int64")
@@ -90,6 +91,9 @@ def blob(x, dtype=None):
     x = as_blob(x)
     if isinstance(x, Blob):
         return x if dtype is None or x.dtype == dtypes.as_dtype(dtype) else cast(x, dtype)
+    if isinstance(x, (list, tuple)) and x and symbolic(x):     # Keras' ops on a list of tensors: stacked
+        parts = promoted(*x) if dtype is None else [blob(v, dtype) for v in x]
+        return concat([reshape(p, (1,) + tuple(p.shape)) for p in parts], axis=0)
     value = host(x, dtype)
     return constant(value, dtypes.as_dtype(value.dtype))
 

@@ -4,6 +4,7 @@ decoupled weight decay (``weight_decay``, minus ``exclude_from_weight_decay``)."
 import re
 
 from ..errors import ConfigError
+from ..framework import step_trace
 from ..framework.variable import Variable
 from ..initializers import Zeros
 
@@ -47,6 +48,25 @@ class Optimizer:
         self.name = name or type(self).__name__.lower()
         self.iterations = 0   # steps applied so far; the step counter saved in checkpoints
         self._slot_variables = {}   # variable path -> its slots, in slot_names order
+
+    def apply(self, grads, trainable_variables=None):
+        """Keras 3's ``apply``, in a custom ``train_step``: train ``trainable_variables`` (default: the variables
+        the gradients are of) with ``grads`` from ``flow.GradientTape().gradient``.  Recorded while the step is
+        traced; each apply is a stage of the compiled step, run in order."""
+        grads = list(grads)
+        if trainable_variables is None:
+            trainable_variables = [getattr(g, "source", None) for g in grads]
+        variables = list(trainable_variables)
+        if len(variables) != len(grads):
+            raise ConfigError(f"{type(self).__name__}.apply: expected one gradient per variable, received "
+                              f"{len(grads)} gradients for {len(variables)} variables")
+        step_trace.require(f"{type(self).__name__}.apply").apply(self, list(zip(grads, variables)),
+                                                                  f"{type(self).__name__}.apply")
+
+    def apply_gradients(self, grads_and_vars):
+        """Keras 3's ``apply_gradients(zip(grads, variables))``: ``apply`` with the pairs."""
+        pairs = list(grads_and_vars)
+        self.apply([g for g, _ in pairs], [v for _, v in pairs])
 
     def slots(self, var):
         """The slot variables serving ``var`` (zeros at first), made once and kept with the optimizer."""
