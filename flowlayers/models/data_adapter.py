@@ -196,7 +196,7 @@ def check_arrays(inputs, xs, what, labels=(), finite=True):
     infinity refused in float inputs and labels (``flow.config.allow_nonfinite_inputs``)."""
     out = []
     for blob, a in zip(inputs, xs):
-        if a.shape[1:] != blob.shape[1:] or a.ndim != blob.ndim:
+        if a.ndim != blob.ndim or any(d is not None and d != n for d, n in zip(blob.shape[1:], a.shape[1:])):
             raise InputError(f"{what}: input {blob.name!r} expected arrays of shape "
                              f"{describe_shape((None,) + blob.shape[1:])}, received {describe_shape(a.shape)}; "
                              f"reshape the data to that, or build the model's Input for the data's shape")
