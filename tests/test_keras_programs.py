@@ -43,6 +43,7 @@ PER_REPLICA_STATISTICS = (2e-2, "BatchNormalization in the mirrored view normali
                                 "statistics (as Keras' MirroredStrategy does), not by the whole batch's")
 NOT_THE_SAME = {("transformer_text", "tensorflow"): SPARSE_SQUARES,
                 ("functional_multi_io", "tensorflow"): SPARSE_SQUARES,
+                ("bidirectional_text", "tensorflow"): SPARSE_SQUARES,
                 ("timeseries_fcn", "mirrored2"): PER_REPLICA_STATISTICS,
                 ("batchnorm_dropout", "one"): DROPOUT_MASKS, ("batchnorm_dropout", "consistent2"): DROPOUT_MASKS,
                 ("batchnorm_dropout", "mirrored2"): (5e-2, f"{DROPOUT_MASKS[1]}; {PER_REPLICA_STATISTICS[1]}")}

@@ -219,11 +219,14 @@ def check_arrays(inputs, xs, what, labels=(), finite=True):
 
 
 def check_labels(y, label_spec, what, finite=True):
-    """Labels as the loss takes them: its dtype (class ids may come as whole floats or with a trailing axis of 1,
-    as Keras accepts them) and its per-sample shape; float labels finite where ``finite``."""
+    """Labels as the loss takes them: its dtype (class ids may come as whole floats) and its per-sample shape, a
+    trailing axis of 1 dropped or added where only that differs (Keras' squeeze_or_expand_to_same_rank: labels of
+    shape (n,) for outputs of shape (None, 1)); float labels finite where ``finite``."""
     y, (shape, dtype) = np.asarray(y), label_spec
-    if dtype.is_integer and y.shape[1:] == tuple(shape[1:]) + (1,):
+    if y.shape[1:] == tuple(shape[1:]) + (1,):
         y = y.reshape(y.shape[:-1])
+    elif y.shape[1:] + (1,) == tuple(shape[1:]):
+        y = y.reshape(y.shape + (1,))
     if y.shape[1:] != tuple(shape[1:]):
         raise InputError(f"{what}: y expected shape {describe_shape((None,) + tuple(shape[1:]))} for the "
                          f"loss, received {describe_shape(y.shape)}")
