@@ -22,7 +22,9 @@ import numpy as np
 import pytest
 
 import flowlayers as flow
+import flowlayers as keras_
 from conftest import BACKEND
+from flowlayers import ops as ops_
 
 os.environ.setdefault("KERAS_BACKEND", "jax" if BACKEND == "jax" else "tensorflow")
 import keras  # noqa: E402
@@ -35,7 +37,7 @@ TOLERANCE = 1e-5
 AFTER = 1e-4
 # the lines that differ between the two runs; nothing else of a program may name flowlayers
 # where a run is not the same math as Keras' run: {(program, place or Keras' backend): (tolerance, why)}
-SPARSE_SQUARES = (2e-2, "Keras 3 on TensorFlow squares an Embedding's sparse gradient (IndexedSlices) per occurrence of "
+SPARSE_SQUARES = (5e-2, "Keras 3 on TensorFlow squares an Embedding's sparse gradient (IndexedSlices) per occurrence of "
                         "an id, not per id, so where a batch repeats an id its Adam and RMSprop steps differ from "
                         "the dense gradient's (Keras 3 on JAX, and flowlayers on both engines)")
 DROPOUT_MASKS = (5e-2, "Keras and flowlayers draw different dropout masks (flowlayers draws the same in every view)")
@@ -174,7 +176,12 @@ def mnist(shared_data):
         return flow.data.load_mnist_arrays(shared_data)
 
 
-@pytest.mark.parametrize("name", PROGRAMS)
+# the programs that take longer than a few seconds per run (each runs 4 times: Keras, and flowlayers in 3 places)
+SLOW = {"bidirectional_text", "imbalanced_classification", "functional_multi_io", "mlp_mixer", "transformer_text",
+        "timeseries_fcn", "mnist_convnet", "denoising_autoencoder", "batchnorm_dropout"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in PROGRAMS])
 def test_program_trains_as_keras(name, mnist):
     ours, theirs = load(name, "flowlayers"), load(name, "keras")
     data = ours.get_data(mnist)
@@ -196,3 +203,25 @@ def test_program_trains_as_keras(name, mnist):
             for key in logs:
                 compare_log(key, logs[key], one_logs[key], f"{name}, {key} after each epoch, {place} vs one device")
         close(after, k_after, f"{name}, predictions after training, {place} ({why})", tolerance or AFTER)
+
+
+# keras.io's lines that flowlayers lacks, as a program writes them with flowlayers' imports: each a named error
+REFUSED = {
+    "keras.io's timeseries callbacks": (lambda: [keras_.callbacks.ModelCheckpoint("best_model.keras"),
+                                                 keras_.callbacks.ReduceLROnPlateau(monitor="val_loss"),
+                                                 keras_.callbacks.EarlyStopping(monitor="val_loss", patience=50)],
+                                        flow.ConfigError, r"keras.callbacks.ModelCheckpoint is not in flowlayers; "
+                                                          r"pass Keras' own"),
+    "keras.io's Patches": (lambda: ops_.image.extract_patches(np.zeros((1, 28, 28, 1), "float32"), 7),
+                           flow.GraphError, r"keras.ops.image is not in flowlayers"),
+    "a Dense after Flatten of a free length": (
+        lambda: keras_.layers.Dense(1)(keras_.layers.Flatten()(keras_.layers.Embedding(5, 3)(keras_.Input((None,))))),
+        flow.LayerError, r"weight 'kernel' expected a shape of known sizes"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(REFUSED))
+def test_what_flowlayers_lacks_is_refused_by_name(what):
+    make, error, match = REFUSED[what]
+    with pytest.raises(error, match=match):
+        make()

@@ -19,7 +19,10 @@ def get_data(mnist):
     body_data = rng.integers(0, num_words, size=(n, 20))
     tags_data = rng.integers(0, 2, size=(n, num_tags)).astype("float32")
     priority_targets = rng.random(size=(n, 1)).astype("float32")
-    dept_targets = rng.integers(0, 2, size=(n, num_departments)).astype("float32")
+    # keras.io draws several departments per ticket (multi-hot); one each here: TensorFlow's softmax cross-entropy
+    # kernel takes the gradient as softmax - y, true only where the labels sum to one, so on multi-hot targets the
+    # engines' steps differ (JAX differentiates the formula)
+    dept_targets = np.eye(num_departments, dtype="float32")[rng.integers(0, num_departments, size=n)]
     x = {"title": title_data, "body": body_data, "tags": tags_data}
     return {"x": x, "y": {"priority": priority_targets, "department": dept_targets}}
 

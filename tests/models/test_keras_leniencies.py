@@ -33,3 +33,11 @@ def test_logs_a_callback_adds_at_the_end_of_an_epoch_reach_history():
     model.compile("sgd", "mse")
     history = model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=2, callbacks=[Logged()], verbose=0)
     assert history.history["twice_loss"] == [2 * v for v in history.history["loss"]]
+
+
+def test_a_weight_sized_by_a_free_length_is_refused_by_name():
+    """Keras refuses a Dense on a last axis of unknown size too (a ValueError); here a LayerError names it."""
+    flat = flow.layers.Flatten()(flow.layers.Embedding(5, 3)(flow.Input((None,))))
+    with pytest.raises(flow.LayerError, match=r"layer 'dense': weight 'kernel' expected a shape of known sizes, "
+                                              r"received \(None, 2\)"):
+        flow.layers.Dense(2)(flat)
