@@ -1,6 +1,7 @@
 """Keras 3's ways that keras.io's programs rely on: an ``Input`` of a free length (``shape=(None,)``) takes
-sequences of any length, and what a callback's ``on_epoch_end`` puts in ``logs`` reaches ``History`` (Keras calls
-the user's callbacks before its History and progress bar)."""
+sequences of any length (and a weight sized by that length is refused by name, as Keras refuses it), labels of
+shape (n,) fit an output of shape (None, 1), and what a callback's ``on_epoch_end`` puts in ``logs`` reaches
+``History`` (Keras calls the user's callbacks before its History and progress bar)."""
 import numpy as np
 import pytest
 
@@ -41,3 +42,17 @@ def test_a_weight_sized_by_a_free_length_is_refused_by_name():
     with pytest.raises(flow.LayerError, match=r"layer 'dense': weight 'kernel' expected a shape of known sizes, "
                                               r"received \(None, 2\)"):
         flow.layers.Dense(2)(flat)
+
+
+def test_labels_without_the_outputs_trailing_axis_of_one_train_as_with_it():
+    """keras.io's binary classifiers fit labels of shape (n,) to a Dense(1): Keras expands them to (n, 1)."""
+    x = flow.Input((3,))
+    model = flow.Model(x, flow.layers.Dense(1, activation="sigmoid")(x))
+    model.compile("sgd", "binary_crossentropy")
+    rng = np.random.default_rng(0)
+    data, labels = rng.normal(size=(8, 3)), rng.integers(0, 2, 8).astype("float32")
+    initial = model.get_weights()
+    flat = model.fit(data, labels, epochs=2, shuffle=False, verbose=0).history["loss"]
+    model.set_weights(initial)
+    column = model.fit(data, labels[:, None], epochs=2, shuffle=False, verbose=0).history["loss"]
+    assert flat == column
