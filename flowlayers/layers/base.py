@@ -104,6 +104,9 @@ class Layer:
         init = initializers.get(("glorot_uniform" if dtype.is_floating else "zeros") if init is None else init,
                                 f"layer {self.name!r}: {name} initializer")
         shape = tuple(given["shape"] or ())
+        if any(d is None for d in shape):
+            raise LayerError(f"layer {self.name!r}: weight {name!r} expected a shape of known sizes, received "
+                             f"{shape}: a size of the layer's input it depends on is None; give the Input that size")
         if _build_in_store:
             var = store.get(path, shape, dtype, init, given["trainable"])
         else:

@@ -196,7 +196,7 @@ def check_arrays(inputs, xs, what, labels=(), finite=True):
     infinity refused in float inputs and labels (``flow.config.allow_nonfinite_inputs``)."""
     out = []
     for blob, a in zip(inputs, xs):
-        if a.shape[1:] != blob.shape[1:] or a.ndim != blob.ndim:
+        if a.ndim != blob.ndim or any(d is not None and d != n for d, n in zip(blob.shape[1:], a.shape[1:])):
             raise InputError(f"{what}: input {blob.name!r} expected arrays of shape "
                              f"{describe_shape((None,) + blob.shape[1:])}, received {describe_shape(a.shape)}; "
                              f"reshape the data to that, or build the model's Input for the data's shape")
@@ -219,11 +219,14 @@ def check_arrays(inputs, xs, what, labels=(), finite=True):
 
 
 def check_labels(y, label_spec, what, finite=True):
-    """Labels as the loss takes them: its dtype (class ids may come as whole floats or with a trailing axis of 1,
-    as Keras accepts them) and its per-sample shape; float labels finite where ``finite``."""
+    """Labels as the loss takes them: its dtype (class ids may come as whole floats) and its per-sample shape, a
+    trailing axis of 1 dropped or added where only that differs (Keras' squeeze_or_expand_to_same_rank: labels of
+    shape (n,) for outputs of shape (None, 1)); float labels finite where ``finite``."""
     y, (shape, dtype) = np.asarray(y), label_spec
-    if dtype.is_integer and y.shape[1:] == tuple(shape[1:]) + (1,):
+    if y.shape[1:] == tuple(shape[1:]) + (1,):
         y = y.reshape(y.shape[:-1])
+    elif y.shape[1:] + (1,) == tuple(shape[1:]):
+        y = y.reshape(y.shape + (1,))
     if y.shape[1:] != tuple(shape[1:]):
         raise InputError(f"{what}: y expected shape {describe_shape((None,) + tuple(shape[1:]))} for the "
                          f"loss, received {describe_shape(y.shape)}")

@@ -261,13 +261,12 @@ def _metrics(model):
 
 
 def _callback_list(model, callbacks, verbose, params, history=None):
-    """The callbacks of one ``fit``, ``evaluate`` or ``predict``: the user's, a progress bar where ``verbose`` asks
-    for one and the user gave none (Keras' rule; it reads ``params["verbose"]``), and ``history``."""
-    cbs = list(callbacks or [])
+    """The callbacks of one ``fit``, ``evaluate`` or ``predict`` in Keras' order: the user's, then ``history``,
+    then a progress bar where ``verbose`` asks for one and the user gave none (Keras' rule; it reads
+    ``params["verbose"]``): what a user's ``on_epoch_end`` puts in ``logs`` reaches both."""
+    cbs = list(callbacks or []) + ([] if history is None else [history])
     if verbose not in (0, False) and not any(type(cb).__name__ == "ProgbarLogger" for cb in cbs):
         cbs.append(callbacks_mod.ProgbarLogger())
-    if history is not None:
-        cbs.insert(0, history)
     return callbacks_mod.CallbackList(cbs, model, params)
 
 
