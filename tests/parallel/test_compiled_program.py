@@ -197,7 +197,7 @@ def test_a_partial_sum_the_plan_keeps_is_reduced_where_the_plan_says(name, mesh)
 
     captured = []
     build = report.build
-    report.build = lambda compiled, batch: captured.append(build(compiled, batch)) or captured[-1]
+    report.build = lambda compiled, batch, **kw: captured.append(build(compiled, batch, **kw)) or captured[-1]
     try:
         run(name, assignments(name, MESHES[mesh]), MESHES[mesh], plan=[])
     finally:
