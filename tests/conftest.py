@@ -58,10 +58,11 @@ MNIST_TEST_FILES = ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 
 @pytest.fixture(autouse=True)
 def _reset_config():
-    """Each test starts with no automatic layer names, no view set, no layout rules, the default mesh, seed 0 and
-    the default dtype policy (float32)."""
+    """Each test starts with no automatic layer names, no view set, no device count set (one device), no layout
+    rules, the default mesh, seed 0 and the default dtype policy (float32)."""
     flow.clear_session()
     flow.mixed_precision.set_global_policy(None)
+    flow.settings.set_device_num(None)      # a count set by an earlier test (4 devices) would otherwise hold here
     flow.settings.set_view(None)            # a view set by an earlier test would otherwise hold here
     flow.config.set_layout_rules({})
     flow.config.set_mesh()

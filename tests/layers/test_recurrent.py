@@ -244,3 +244,19 @@ def test_a_saved_model_loads_and_predicts_alike(tmp_path):
 def test_mistakes_are_named(make, message):
     with pytest.raises(flow.FlowLayersError, match=message):
         make()
+
+
+@pytest.mark.xfail(flow.config.backend_name() == "tensorflow", strict=True, raises=flow.EngineError,
+                   reason="DTensor (TF 2.21) splits the units of a written-out recurrent step over the data axis: an "
+                          "odd units (or gates x units) count cannot be laid out in the consistent view")
+@pytest.mark.parametrize("cls, units", [("SimpleRNN", 3), ("GRU", 3)])
+def test_an_odd_unit_count_runs_in_the_consistent_view_on_two_devices(cls, units):
+    flow.config.set_view("consistent")
+    flow.config.gpu_device_num(2)
+    x = flow.Input((7, 4))
+    model = flow.Model(x, getattr(flow.layers, cls)(units, return_sequences=True)(x))
+    data = np.random.default_rng(0).random((8, 7, 4)).astype(np.float32)
+    one = model.predict(data, verbose=0)
+    flow.config.set_view("mirrored")
+    flow.config.gpu_device_num(1)
+    np.testing.assert_allclose(one, model.predict(data, verbose=0), atol=1e-6)
