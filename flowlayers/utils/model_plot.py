@@ -27,8 +27,8 @@ def model_to_dot_source(model, show_shapes=False, show_dtype=False, show_layer_n
             "show_layer_activations": show_layer_activations, "show_trainable": show_trainable}
     ids, lines, edges = {}, [], []
     _model_lines(model, show, expand_nested, ids, lines, edges, "  ")
-    head = [f"  graph [rankdir={_quote(rankdir)}, concentrate=true, dpi={_quote(dpi)}, splines={_quote(splines)}];",
-            "  node [shape=record];"]
+    head = [f"  rankdir={_quote(rankdir)};", "  concentrate=true;", f"  dpi={_quote(dpi)};",
+            f"  splines={_quote(splines)};", "  node [shape=record];"]
     wires = [f"  {a} -> {b} [penwidth=2];" for a, b in dict.fromkeys(edges)]
     return "\n".join(["digraph G {", *head, *lines, *wires, "}"]) + "\n"
 

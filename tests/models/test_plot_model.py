@@ -1,6 +1,8 @@
 """``flow.utils.plot_model`` / ``model_to_dot``: the DOT text of a model's layer graph (pure Python, checked here
 without pydot), Keras 3's arguments and labels, and named errors where pydot or an argument is wrong."""
+import importlib.util
 import re
+import shutil
 import sys
 
 import pytest
@@ -109,6 +111,16 @@ def test_missing_pydot_is_a_named_error(fresh, monkeypatch):
     with pytest.raises(flow.ConfigError, match=r"model_to_dot.*pip install pydot"):
         flow.utils.model_to_dot(model)
     assert "Dense" in flow.utils.model_to_dot_source(model)       # the model and the process stay usable
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pydot") is None or shutil.which("dot") is None,
+                    reason="pydot and Graphviz's dot render the image; the DOT text is tested above without them")
+def test_plot_model_writes_the_image(fresh, tmp_path):
+    model = _nested()
+    flow.utils.plot_model(model, to_file=tmp_path / "model.png", show_shapes=True, expand_nested=True)
+    assert (tmp_path / "model.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    dot = flow.utils.model_to_dot(model, rankdir="LR")
+    assert dot.get("rankdir") == '"LR"' and len(dot.get_edges()) == 3
 
 
 def test_unknown_arguments_refused_by_name(fresh):
