@@ -5,6 +5,7 @@ import re
 import shutil
 import sys
 
+import numpy as np
 import pytest
 
 import flowlayers as flow
@@ -133,3 +134,27 @@ def test_unknown_arguments_refused_by_name(fresh):
         flow.utils.model_to_dot(model, subgraph=True)
     with pytest.raises(flow.ConfigError, match="expected a flow.Model"):
         flow.utils.model_to_dot_source("model")
+
+
+class _Subclassed(flow.Model):
+    def __init__(self):
+        super().__init__(name="mine")
+        self.d = flow.layers.Dense(2, name="inside")
+
+    def call(self, x):
+        return self.d(x)
+
+
+def test_subclassed_model_is_one_box_and_ops_outside_layers_are_boxes(fresh):
+    mine = _Subclassed()
+    mine.predict(np.zeros((2, 3), np.float32), verbose=0)
+    text = flow.utils.model_to_dot_source(mine, show_layer_names=True)
+    assert list(_boxes(text).values()) and len(_boxes(text)) == 1 and "<b>mine</b> (_Subclassed)" in text
+    assert "inside" not in text and "->" not in text
+    x = flow.Input((3,), name="x")
+    model = flow.Model(x, flow.layers.Dense(2, name="fc")(x * 2.0 + 1.0))
+    text = flow.utils.model_to_dot_source(model, show_layer_names=True, show_shapes=True)
+    boxes = _boxes(text)
+    titles = sorted(re.search(r"\((\w+)\)</font>", v).group(1) for v in boxes.values())
+    assert titles == ["Dense", "InputLayer", "add", "multiply"], titles          # constants get no box
+    assert len(_edges(text, boxes)) == 3
