@@ -14,7 +14,7 @@ The model is neon's split (seed 004): convolutions data-parallel, and a
 dense head that is model-parallel the Megatron way -- the first kernel split
 by columns, the second by rows, so the pair needs a single all-reduce.  On a
 ``data x model`` mesh that is hybrid parallelism.  The plan is printed, drawn
-into an image, checked against what each device really holds, and the model
+into an image (``plan.plot``), checked against what each device really holds, and the model
 is trained to the same weights as on one device.
 """
 import argparse
@@ -66,94 +66,6 @@ def place(view, mesh, rules):
     flow.config.set_layout_rules(rules)
 
 
-# ---------------------------------------------------------------------------
-# The picture: the mesh, and for each weight which device holds which block.
-# Everything is taken from the plan, whose shard shapes the engine reported.
-# ---------------------------------------------------------------------------
-def device_coords(axes):
-    """[(device index, {mesh axis: coordinate})] in row-major mesh order."""
-    sizes = [n for _, n in axes]
-    return [(i, dict(zip([a for a, _ in axes], np.unravel_index(i, sizes)))) for i in range(math.prod(sizes))]
-
-
-def block_of(sbp, axes, coords, rank):
-    """The block (one index per tensor dim) a device at ``coords`` holds under nd-SBP ``sbp``."""
-    block = [0] * rank
-    for (axis, _), s in zip(axes, sbp):
-        if isinstance(s, type(flow.sbp.split(0))):
-            block[s.axis] = int(coords[axis])
-    return tuple(block)
-
-
-def draw_plan(plan, weights, path):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.patches import Rectangle
-    except ImportError:
-        print("picture: skipped (matplotlib is not installed; `pip install matplotlib` to get it)")
-        return None
-    axes = plan.axes
-    devices = device_coords(axes)
-    colors = plt.get_cmap("tab10").colors
-    ncols = 3
-    nrows = -(-(1 + len(weights)) // ncols)
-    fig, panels = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.9 * nrows))
-    panels = panels.ravel()
-    for unused in panels[1 + len(weights):]:
-        unused.axis("off")
-
-    # The mesh: device i at its (data, model) coordinates, each in its own colour.
-    mesh = panels[0]
-    rows, cols = (axes[0][1], axes[1][1]) if len(axes) == 2 else (1, axes[0][1])
-    for i, coords in devices:
-        r, c = (coords[axes[0][0]], coords[axes[1][0]]) if len(axes) == 2 else (0, coords[axes[0][0]])
-        mesh.add_patch(Rectangle((c, rows - 1 - r), 0.9, 0.9, color=colors[i], alpha=0.8))
-        label = "\n".join(f"{a}={coords[a]}" for a, _ in axes)
-        mesh.text(c + 0.45, rows - 1 - r + 0.45, f"device {i}\n{label}", ha="center", va="center", fontsize=8)
-    mesh.set(xlim=(-0.1, cols), ylim=(-0.1, rows), title=f"mesh {' x '.join(f'{a}={n}' for a, n in axes)}")
-    mesh.set_xlabel(f"{axes[-1][0]} axis")
-    mesh.set_ylabel(f"{axes[0][0]} axis" if len(axes) == 2 else "")
-    mesh.set_xticks([])
-    mesh.set_yticks([])
-
-    # Each weight: its logical shape cut into the blocks the devices hold.
-    for panel, name in zip(panels[1:], weights):
-        v = plan.variables[name]
-        shape = v.logical_shape if len(v.logical_shape) >= 2 else (1,) + tuple(v.logical_shape)
-        height, width = math.prod(shape[:-1]), shape[-1]
-        rank = len(v.logical_shape)
-        counts = [d // s for d, s in zip(v.logical_shape, v.shard_shape)]     # blocks along each dim
-        holders = {}
-        for i, coords in devices:
-            holders.setdefault(block_of(v.sbp, axes, coords, rank), []).append(i)
-        row_dim = 0 if rank >= 2 else None
-        for block, held_by in holders.items():
-            nr = counts[row_dim] if row_dim is not None else 1
-            nc = counts[-1]
-            r = block[row_dim] if row_dim is not None else 0
-            c = block[-1]
-            x0, y0 = c * width / nc, height - (r + 1) * height / nr
-            everyone = len(held_by) == len(devices)          # broadcast: grey, "all devices"
-            panel.add_patch(Rectangle((x0, y0), width / nc, height / nr, edgecolor="black", alpha=0.6,
-                                      facecolor="lightgrey" if everyone else colors[held_by[0]]))
-            text = "all devices" if everyone else "devices " + ", ".join(map(str, held_by))
-            panel.text(x0 + width / nc / 2, y0 + height / nr / 2, text, ha="center", va="center", fontsize=8)
-        panel.set(xlim=(0, width), ylim=(0, height), title=f"{name} {v.logical_shape}\nsbp {_sbp(v.sbp)}")
-        panel.set_xlabel(f"each holder has {v.shard_shape}", fontsize=8)
-        panel.set_xticks([])
-        panel.set_yticks([])
-    fig.suptitle(f"Held per device (with optimizer state): {plan.bytes_per_device:,} of {plan.logical_bytes:,} "
-                 f"bytes; Boxing per step: {plan.comm_bytes_per_step:,.0f} bytes per device", fontsize=10)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    print(f"picture of the plan: {path}")
-    return path
-
-
 def _sbp(nd):
     return "(" + ", ".join(map(repr, nd)) + ")"
 
@@ -183,7 +95,12 @@ def main(argv=None):
                    and any(a == "model" and kind == "all-reduce" for a, kind in b.collectives)]
     print(f"forward all-reduces over 'model': {len(all_reduces)} "
           f"({', '.join(f'{b.producer} -> {b.consumer}' for b in all_reduces)})")
-    draw_plan(plan, [w.path for w in model.weights], os.path.join(args.out, "04_parallel_plan.png"))
+    # The picture: the mesh, and for each weight which device holds which block.
+    picture = os.path.join(args.out, "04_parallel_plan.png")
+    try:
+        print(f"picture of the plan: {plan.plot(picture, variables=[w.path for w in model.weights])}")
+    except flow.ConfigError as e:       # matplotlib is not installed: the message says what to install
+        print(f"picture: skipped ({e})")
 
     # 3. Train it, and the same model on one device; after an epoch the weights
     #    agree (tutorial 02 says why the comparison is made early).

@@ -6,6 +6,7 @@ Boxing with its bytes per step.
     plan.variables["dense/kernel"].shard_shape      # (784, 64) on a model=2 mesh
     plan.bytes_per_device, plan.comm_bytes_per_step
     print(plan)                                      # a table
+    plan.plot("plan.png")                            # a picture: the mesh, and who holds which block
     plan.compiled_program()                          # the program the engine compiled (jax: XLA's optimized HLO)
 """
 import math
@@ -16,6 +17,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError, describe_shape
 from ..sbp import Split, broadcast, format_nd
+from . import plan_plot
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,13 @@ class ParallelPlan:
         feeds = [[f] * compiled.placement.device_num if x.node.attrs.get("kind") == "list" else f
                  for f, x in zip(feeds, compiled.program.inputs)]
         return compiled.compiled_text(feeds, compiled.program.optimizer)
+
+    def plot(self, to_file, variables=None, dpi=100):
+        """A picture of this plan in ``to_file`` (png, svg, pdf: by its extension): the device mesh, and for each
+        of ``variables`` (paths; default every variable of the plan, optimizer slots included) its logical shape
+        cut into the blocks the devices hold, coloured by device (grey: every device holds it).  Needs matplotlib
+        (``flow.ConfigError`` without it).  Returns ``to_file``."""
+        return plan_plot.plot(self, to_file, variables, dpi)
 
     @property
     def bytes_per_device(self):
