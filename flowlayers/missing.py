@@ -80,8 +80,7 @@ _MODELS = {
 _KERAS_CALLBACK = ("pass Keras' own keras.callbacks.{name} to fit: flowlayers drives any object with Keras' hook "
                    "methods; or write a flow.callbacks.Callback")
 _CALLBACKS = {n: _KERAS_CALLBACK.format(name=n) for n in (
-    "EarlyStopping", "ReduceLROnPlateau", "TerminateOnNaN", "LambdaCallback", "LearningRateScheduler", "CSVLogger",
-    "RemoteMonitor", "SwapEMAWeights", "ModelCheckpoint", "TensorBoard")}
+    "RemoteMonitor", "SwapEMAWeights", "TensorBoard")}
 _CALLBACKS["OrbaxCheckpoint"] = "use flow.callbacks.BackupAndRestore, or model.save_weights in a Callback"
 
 TABLES = {"ops": _OPS, "layers": _LAYERS, "models": _MODELS, "callbacks": _CALLBACKS}

@@ -63,6 +63,7 @@ def sparse_top_k_categorical_accuracy(y_true, y_pred, k=5, from_sorted_ids=False
 
 class Accuracy(Wrapped):
     """How often predictions equal labels."""
+    _direction = "up"
     fn = staticmethod(accuracy)
 
     def __init__(self, name="accuracy", dtype=None):
@@ -71,6 +72,7 @@ class Accuracy(Wrapped):
 
 class BinaryAccuracy(Wrapped):
     """How often ``y_pred > threshold`` agrees with the binary labels."""
+    _direction = "up"
     fn = staticmethod(binary_accuracy)
 
     def __init__(self, name="binary_accuracy", dtype=None, threshold=0.5):
@@ -80,6 +82,7 @@ class BinaryAccuracy(Wrapped):
 
 class CategoricalAccuracy(Wrapped):
     """How often the largest prediction is at the one-hot label."""
+    _direction = "up"
     fn = staticmethod(categorical_accuracy)
 
     def __init__(self, name="categorical_accuracy", dtype=None):
@@ -88,6 +91,7 @@ class CategoricalAccuracy(Wrapped):
 
 class SparseCategoricalAccuracy(Wrapped):
     """How often the largest prediction is at the integer label."""
+    _direction = "up"
     fn = staticmethod(sparse_categorical_accuracy)
 
     def __init__(self, name="sparse_categorical_accuracy", dtype=None):
@@ -96,6 +100,7 @@ class SparseCategoricalAccuracy(Wrapped):
 
 class TopKCategoricalAccuracy(Wrapped):
     """How often the one-hot label's class is among the ``k`` largest predictions."""
+    _direction = "up"
     fn = staticmethod(top_k_categorical_accuracy)
 
     def __init__(self, k=5, name="top_k_categorical_accuracy", dtype=None):
@@ -106,6 +111,7 @@ class TopKCategoricalAccuracy(Wrapped):
 class SparseTopKCategoricalAccuracy(Wrapped):
     """How often the integer label is among the ``k`` largest predictions (``from_sorted_ids``: among the first
     ``k`` of predictions that are class ids, best first)."""
+    _direction = "up"
     fn = staticmethod(sparse_top_k_categorical_accuracy)
 
     def __init__(self, k=5, name="sparse_top_k_categorical_accuracy", dtype=None, from_sorted_ids=False):

@@ -45,6 +45,7 @@ class Metric:
     metric computes in (the arrays are cast to it, as Keras does); the sums are float64.
     """
     takes_predictions = True        # a metric of (y_true, y_pred), as compile(metrics=...) feeds it
+    _direction = None               # "up" or "down": which way is better, for monitoring callbacks (as in Keras)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -181,6 +181,7 @@ class _PrecisionRecall(_Counted):
 class Precision(_PrecisionRecall):
     """``tp / (tp + fp)`` at each threshold (default 0.5); ``top_k``: only the k largest predictions of an example
     count as predicted; ``class_id``: only that class's column."""
+    _direction = "up"
 
     def _result(self, state):
         tp, fp, _, _ = self._confusion(state)
@@ -189,6 +190,7 @@ class Precision(_PrecisionRecall):
 
 class Recall(_PrecisionRecall):
     """``tp / (tp + fn)`` at each threshold (default 0.5); ``top_k`` and ``class_id`` as for Precision."""
+    _direction = "up"
 
     def _result(self, state):
         tp, _, _, fn = self._confusion(state)
@@ -235,6 +237,7 @@ class _AtConstraint(_Counted):
 
 class SensitivityAtSpecificity(_AtConstraint):
     """The best sensitivity (recall) where the specificity is at least ``specificity``."""
+    _direction = "up"
 
     def __init__(self, specificity, num_thresholds=200, class_id=None, name=None, dtype=None):
         self.specificity = specificity
@@ -249,6 +252,7 @@ class SensitivityAtSpecificity(_AtConstraint):
 
 class SpecificityAtSensitivity(_AtConstraint):
     """The best specificity where the sensitivity (recall) is at least ``sensitivity``."""
+    _direction = "up"
 
     def __init__(self, sensitivity, num_thresholds=200, class_id=None, name=None, dtype=None):
         self.sensitivity = sensitivity
@@ -263,6 +267,7 @@ class SpecificityAtSensitivity(_AtConstraint):
 
 class PrecisionAtRecall(_AtConstraint):
     """The best precision where the recall is at least ``recall``."""
+    _direction = "up"
 
     def __init__(self, recall, num_thresholds=200, class_id=None, name=None, dtype=None):
         self.recall = recall
@@ -277,6 +282,7 @@ class PrecisionAtRecall(_AtConstraint):
 
 class RecallAtPrecision(_AtConstraint):
     """The best recall where the precision is at least ``precision``."""
+    _direction = "up"
 
     def __init__(self, precision, num_thresholds=200, class_id=None, name=None, dtype=None):
         self.precision = precision
@@ -302,6 +308,7 @@ class AUC(Metric):
     thresholds (0 - epsilon and 1 + epsilon are added); ``multi_label``: one curve per label (column), their
     areas averaged (weighted by ``label_weights``), else every entry counts as one example (``label_weights``
     weighs the columns); ``from_logits``: predictions are logits (a sigmoid is applied)."""
+    _direction = "up"
 
     def __init__(self, num_thresholds=200, curve="ROC", summation_method="interpolation", name=None, dtype=None,
                  thresholds=None, multi_label=False, num_labels=None, label_weights=None, from_logits=False):
@@ -417,6 +424,7 @@ class FBetaScore(Metric):
     true and false positives and false negatives per class (``average``: None, one per class; ``"micro"``, of the
     counts summed over classes; ``"macro"``, their mean; ``"weighted"``, weighted by each class's labels).
     ``threshold``: a prediction above it counts as positive; None, the largest of each example."""
+    _direction = "up"
 
     def __init__(self, average=None, beta=1.0, threshold=None, name="fbeta_score", dtype=None):
         what = type(self).__name__

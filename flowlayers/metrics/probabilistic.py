@@ -59,6 +59,7 @@ def poisson(y_true, y_pred):
 
 
 class BinaryCrossentropy(Wrapped):
+    _direction = "down"
     fn = staticmethod(binary_crossentropy)
 
     def __init__(self, name="binary_crossentropy", dtype=None, from_logits=False, label_smoothing=0):
@@ -66,6 +67,7 @@ class BinaryCrossentropy(Wrapped):
 
 
 class CategoricalCrossentropy(Wrapped):
+    _direction = "down"
     fn = staticmethod(categorical_crossentropy)
 
     def __init__(self, name="categorical_crossentropy", dtype=None, from_logits=False, label_smoothing=0, axis=-1):
@@ -75,6 +77,7 @@ class CategoricalCrossentropy(Wrapped):
 
 
 class SparseCategoricalCrossentropy(Wrapped):
+    _direction = "down"
     fn = staticmethod(sparse_categorical_crossentropy)
 
     def __init__(self, name="sparse_categorical_crossentropy", dtype=None, from_logits=False, ignore_class=None,
@@ -92,6 +95,7 @@ class SparseCategoricalCrossentropy(Wrapped):
 
 
 class KLDivergence(Wrapped):
+    _direction = "down"
     fn = staticmethod(kl_divergence)
 
     def __init__(self, name="kl_divergence", dtype=None):
@@ -99,6 +103,7 @@ class KLDivergence(Wrapped):
 
 
 class Poisson(Wrapped):
+    _direction = "down"
     fn = staticmethod(poisson)
 
     def __init__(self, name="poisson", dtype=None):

@@ -58,6 +58,7 @@ def cosine_similarity(y_true, y_pred, axis=-1):
 
 
 class MeanSquaredError(Wrapped):
+    _direction = "down"
     fn = staticmethod(mean_squared_error)
 
     def __init__(self, name="mean_squared_error", dtype=None):
@@ -65,6 +66,7 @@ class MeanSquaredError(Wrapped):
 
 
 class MeanAbsoluteError(Wrapped):
+    _direction = "down"
     fn = staticmethod(mean_absolute_error)
 
     def __init__(self, name="mean_absolute_error", dtype=None):
@@ -72,6 +74,7 @@ class MeanAbsoluteError(Wrapped):
 
 
 class MeanAbsolutePercentageError(Wrapped):
+    _direction = "down"
     fn = staticmethod(mean_absolute_percentage_error)
 
     def __init__(self, name="mean_absolute_percentage_error", dtype=None):
@@ -79,6 +82,7 @@ class MeanAbsolutePercentageError(Wrapped):
 
 
 class MeanSquaredLogarithmicError(Wrapped):
+    _direction = "down"
     fn = staticmethod(mean_squared_logarithmic_error)
 
     def __init__(self, name="mean_squared_logarithmic_error", dtype=None):
@@ -86,6 +90,7 @@ class MeanSquaredLogarithmicError(Wrapped):
 
 
 class LogCoshError(Wrapped):
+    _direction = "down"
     fn = staticmethod(log_cosh)
 
     def __init__(self, name="logcosh", dtype=None):
@@ -94,6 +99,7 @@ class LogCoshError(Wrapped):
 
 class RootMeanSquaredError(Wrapped):
     """The square root of the mean squared error."""
+    _direction = "down"
     fn = staticmethod(_squared_error)
 
     def __init__(self, name="root_mean_squared_error", dtype=None):
@@ -105,6 +111,7 @@ class RootMeanSquaredError(Wrapped):
 
 class CosineSimilarity(Wrapped):
     """The mean cosine of the angle between labels and predictions along ``axis``."""
+    _direction = "up"
     fn = staticmethod(cosine_similarity)
 
     def __init__(self, name="cosine_similarity", dtype=None, axis=-1):
@@ -118,6 +125,7 @@ class R2Score(Metric):
     """The coefficient of determination per output, averaged as ``class_aggregation`` says; ``num_regressors`` > 0
     gives the adjusted score.  Its state: per output the (weighted) sums of ``y``, ``y**2``, the squared errors
     and the weights, and the number of entries seen."""
+    _direction = "up"
 
     def __init__(self, class_aggregation="uniform_average", num_regressors=0, name="r2_score", dtype=None):
         if class_aggregation not in _AGGREGATIONS:

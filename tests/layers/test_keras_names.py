@@ -74,7 +74,7 @@ def test_embedding_casts_float_ids_as_keras_and_checks_their_range():
     ("layers", "Cropping3D", flow.LayerError, "this 3-D layer is not in flowlayers"),
     ("layers", "DepthwiseConv1D", flow.LayerError, "nearest names here are.*DepthwiseConv2D"),
     ("models", "clone_model", flow.ConfigError, "set_weights"),
-    ("callbacks", "EarlyStopping", flow.ConfigError, "keras.callbacks.EarlyStopping to fit"),
+    ("callbacks", "RemoteMonitor", flow.ConfigError, "keras.callbacks.RemoteMonitor to fit"),
     ("callbacks", "OrbaxCheckpoint", flow.ConfigError, "BackupAndRestore"),
     ("ops", "nonzero", flow.GraphError, "flow.ops.where"),
 ])

@@ -1,0 +1,78 @@
+"""BackupAndRestore: resume a killed ``fit`` at its last saved step."""
+import os
+
+from .. import engine, env, settings
+from ..errors import CheckpointError, ConfigError
+from ..framework import checkpoint_format as checkpoint
+from .callback import Callback
+
+
+class BackupAndRestore(Callback):
+    """Resume a killed ``fit`` at its last saved step (Keras' callback resumes at the start of an epoch).
+
+        backup = flow.callbacks.BackupAndRestore("/tmp/backup", save_freq=100)
+        model.fit(x, y, epochs=10, callbacks=[backup])   # killed? run the same command again
+
+    Each save holds the weights, the optimizer's slots and step, the seed and the
+    data position (epoch, batches done in it, the epoch's running metric sums);
+    the rerun skips the batches already done, in the same order, and ends with
+    the weights an uninterrupted run ends with.  ``save_freq``: ``"epoch"`` or
+    every N training steps.  ``delete_checkpoint``: remove the backup once
+    ``fit`` completes.
+
+    Exact resumption needs the rerun to see the same data in the same order:
+    numpy input is shuffled from the seed (``flow.config.set_seed``); a
+    ``tf.data.Dataset`` must shuffle with a seed, ``ds.shuffle(n, seed=1)``.
+    A seeded shuffle reorders each epoch, and the rerun replays the epochs
+    before the resumed one so that it gets its own order back.  An unseeded
+    shuffle draws a new order in every process and cannot be replayed: the
+    run resumes at the right step, but on other batches.  A backup is refused
+    (CheckpointError, nothing loaded) if the rerun's data has other batches per
+    epoch, ``batch_size`` or, for a dataset, other element shapes or dtypes.
+    """
+
+    def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True):
+        super().__init__()
+        if not backup_dir:
+            raise ConfigError(f"BackupAndRestore: backup_dir expected a directory path, received {backup_dir!r}")
+        if save_freq != "epoch" and (isinstance(save_freq, bool) or not isinstance(save_freq, int) or save_freq <= 0):
+            raise ConfigError(f"BackupAndRestore: save_freq expected 'epoch' or a positive int (steps), received "
+                              f"{save_freq!r}")
+        self.backup_dir, self.save_freq, self.delete_checkpoint = os.fspath(backup_dir), save_freq, delete_checkpoint
+        self._path = os.path.join(self.backup_dir, "latest")
+
+    def on_train_begin(self, logs=None):
+        self._steps_seen = self.model.optimizer.iterations
+        if not checkpoint.exists(self._path):
+            return
+        where = f"BackupAndRestore({self.backup_dir!r})"
+        state = checkpoint.Reader(self._path).state
+        seed = state.get("rng", {}).get("seed")
+        if seed != settings.seed():
+            raise CheckpointError(f"{where}: expected a backup of a run with flow.config.set_seed({settings.seed()}), "
+                                  f"received one of seed {seed}; rerun with the same seed, or delete the backup")
+        if "position" not in state:
+            raise CheckpointError(f"{where}: expected a backup written by BackupAndRestore, received a checkpoint "
+                                  f"without a training position in {self._path!r}")
+        self.model.trainer.fit_state.resume(state["position"], where)
+        self.model.trainer.load_checkpoint(self._path)
+        self._steps_seen = self.model.optimizer.iterations
+
+    def on_train_batch_end(self, batch, logs=None):
+        # every save_freq steps; a hook may end several steps (steps_per_execution): then when they passed one
+        before, self._steps_seen = self._steps_seen, self.model.optimizer.iterations
+        if self.save_freq != "epoch" and self._steps_seen // self.save_freq > before // self.save_freq:
+            self.model.trainer.save_checkpoint(self._path, self.model.trainer.fit_state.position())
+            env.restart_point()     # the launcher may start the job again here, from this backup (--elastic)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.save_freq == "epoch":
+            self.model.trainer.save_checkpoint(self._path, self.model.trainer.fit_state.position(end_of_epoch=True))
+            env.restart_point()
+
+    def on_train_end(self, logs=None):
+        if self.delete_checkpoint and env.process_index() == 0:    # one process removes it, for all
+            checkpoint.remove(self._path)
+            if os.path.isdir(self.backup_dir) and not os.listdir(self.backup_dir):
+                os.rmdir(self.backup_dir)
+        engine.barrier(f"BackupAndRestore({self.backup_dir!r}) done")
