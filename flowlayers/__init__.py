@@ -5,9 +5,9 @@
     flow.config.set_view("consistent")   # or "mirrored"
 """
 from . import blob_api  # noqa: F401  (gives Blob its operators and SBP members)
-from . import (activations, callbacks, checkpoint, config, data, distribute, env, export, initializers, job, losses,
-               math, metrics, nn, optimizer, optimizers, parallel, regularizers, sbp, scope, settings, train, typing,
-               utils)
+from . import (activations, callbacks, checkpoint, config, constraints, data, datasets, distribute, env, export,
+               initializers, job, losses, math, metrics, nn, optimizer, optimizers, parallel, random, regularizers,
+               saving, sbp, scope, settings, train, typing, utils)
 from . import mixed_precision
 from . import distribute as distribute_mod
 from . import dtypes as _dtypes

@@ -1,4 +1,5 @@
-"""Keras 3 names that ``flow.ops``, ``flow.layers``, ``flow.models`` and ``flow.callbacks`` lack, and what to use
+"""Keras 3 names that flowlayers' namespaces (``flow.ops``, ``flow.layers``, ``flow.models``, ``flow.callbacks``,
+``flow.utils``, ``flow.saving``, ``flow.random``, ``flow.datasets``, ``flow.constraints``) lack, and what to use
 instead: a namespace's module ``__getattr__`` calls ``refuse``, so ``from flowlayers.layers import GRU`` or
 ``flow.ops.nonzero`` is a FlowLayersError naming the Keras name and the nearest thing that exists, not a bare
 AttributeError.  A name listed here that a namespace later defines is found before ``__getattr__`` runs, so the
@@ -83,7 +84,36 @@ _CALLBACKS = {n: _KERAS_CALLBACK.format(name=n) for n in (
     "RemoteMonitor", "SwapEMAWeights", "TensorBoard")}
 _CALLBACKS["OrbaxCheckpoint"] = "use flow.callbacks.BackupAndRestore, or model.save_weights in a Callback"
 
-TABLES = {"ops": _OPS, "layers": _LAYERS, "models": _MODELS, "callbacks": _CALLBACKS}
+_TF_DATA = ("call Keras' own keras.utils.{name}: the tf.data.Dataset it makes goes to fit as it is")
+_UTILS = {
+    **{n: _TF_DATA.format(name=n) for n in (
+        "image_dataset_from_directory", "text_dataset_from_directory", "audio_dataset_from_directory",
+        "timeseries_dataset_from_array", "split_dataset")},
+    "clear_session": "call flow.clear_session()",
+    "get_file": "flowlayers downloads nothing; fetch the file yourself (flow.data.load_mnist reads local copies)",
+    "Progbar": "use flow.callbacks.ProgbarLogger, which fit, evaluate and predict draw",
+    "is_keras_tensor": "a symbolic value of a flowlayers model is a flow.Blob: test isinstance(x, flow.Blob)",
+    "get_source_inputs": "a model's inputs are model.inputs",
+    "serialize_keras_object": "use the object's get_config(), or model.save for a whole model",
+    "deserialize_keras_object": "use the class's from_config(config), or flow.models.load_model",
+}
+_RANDOM = ("random numbers inside a model step are not in flowlayers yet; draw them with numpy and pass them in the "
+           "data (as the GAN test does), or use flow.layers.Dropout / GaussianNoise for noise in a layer")
+_DATASETS = ("flowlayers downloads no datasets; load them with keras.datasets.{name}.load_data() (numpy arrays, "
+             "which fit takes as they are) or flow.data.load_mnist / load_digits for the copies it ships")
+_CONSTRAINTS = ("weight constraints are not in flowlayers; layers refuse *_constraint arguments by name (clip the "
+                "weights in a callback with get_weights / set_weights)")
+_SAVING = {"KerasFileEditor": "open the .keras file with zipfile and h5py, or load it with flow.models.load_model",
+           **{n: _UTILS[n] for n in ("serialize_keras_object", "deserialize_keras_object")}}
+
+TABLES = {"ops": _OPS, "layers": _LAYERS, "models": _MODELS, "callbacks": _CALLBACKS, "utils": _UTILS,
+          "random": {n: _RANDOM for n in ("SeedGenerator beta binomial categorical dropout gamma normal randint "
+                                         "shuffle truncated_normal uniform").split()},
+          "datasets": {n: _DATASETS.format(name=n) for n in ("boston_housing california_housing cifar10 cifar100 "
+                                                             "fashion_mnist imdb mnist reuters").split()},
+          "constraints": {n: _CONSTRAINTS for n in ("Constraint MaxNorm MinMaxNorm NonNeg UnitNorm deserialize get "
+                                                   "max_norm min_max_norm non_neg serialize unit_norm").split()},
+          "saving": _SAVING}
 
 
 # every public name of Keras 3.15's namespaces: one missing here without a hint above is named generically
@@ -153,6 +183,24 @@ KERAS_NAMES = {
         "BackupAndRestore CSVLogger Callback CallbackList EarlyStopping History LambdaCallback "
         "LearningRateScheduler ModelCheckpoint OrbaxCheckpoint ProgbarLogger ReduceLROnPlateau RemoteMonitor "
         "SwapEMAWeights TensorBoard TerminateOnNaN"
+    ).split()),
+    "utils": frozenset((
+        "Config CustomObjectScope FeatureSpace Progbar PyDataset Sequence array_to_img audio_dataset_from_directory "
+        "bounding_boxes clear_session custom_object_scope deserialize_keras_object disable_interactive_logging "
+        "enable_interactive_logging get_custom_objects get_file get_registered_name get_registered_object "
+        "get_source_inputs image_dataset_from_directory img_to_array is_interactive_logging_enabled "
+        "is_keras_tensor legacy load_img model_to_dot normalize pack_x_y_sample_weight pad_sequences plot_model "
+        "register_keras_serializable save_img serialize_keras_object set_random_seed split_dataset "
+        "standardize_dtype text_dataset_from_directory timeseries_dataset_from_array to_categorical "
+        "unpack_x_y_sample_weight"
+    ).split()),
+    "random": frozenset(TABLES["random"]),
+    "datasets": frozenset(TABLES["datasets"]),
+    "constraints": frozenset(TABLES["constraints"]),
+    "saving": frozenset((
+        "CustomObjectScope KerasFileEditor custom_object_scope deserialize_keras_object get_custom_objects "
+        "get_registered_name get_registered_object load_model load_weights register_keras_serializable save_model "
+        "save_weights serialize_keras_object"
     ).split()),
 }
 

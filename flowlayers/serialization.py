@@ -6,14 +6,17 @@ import json
 
 import numpy as np
 
-from . import dtypes, sbp as sbp_mod
+from . import dtypes, registry, sbp as sbp_mod
 from .errors import LayerError
 from .framework import naming
 
 
 def object_spec(obj, what):
     cls = type(obj)
-    return {"class_name": cls.__name__, "module": cls.__module__, "config": json_config(obj.get_config(), what)}
+    spec = {"class_name": cls.__name__, "module": cls.__module__, "config": json_config(obj.get_config(), what)}
+    if registry.is_registered(cls):
+        spec["registered_name"] = registry.get_registered_name(cls)     # a loader finds it by that name
+    return spec
 
 
 def json_config(config, what):

@@ -8,7 +8,7 @@ among flowlayers' own or in ``custom_objects``.
 import contextlib
 import os
 
-from .. import layers, losses as losses_mod, metrics as metrics_mod, ops, optimizers as optimizers_mod
+from .. import layers, losses as losses_mod, metrics as metrics_mod, ops, optimizers as optimizers_mod, registry
 from ..errors import CheckpointError, ConfigError, FlowLayersError
 from ..framework import checkpoint_format as checkpoint, graph
 from ..framework.blob import Blob
@@ -37,11 +37,12 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):  # 
                           f"expected safe_mode=True (the default)")
     if not isinstance(compile, bool):
         raise ConfigError(f"{where}: compile expected True or False, received {compile!r}")
+    custom_objects = registry.all_custom_objects(custom_objects)     # registered, in scope, given
     kind = formats.kind(path)
     if os.path.isfile(path) and kind == formats.KERAS:
-        return reading.load_keras(path, custom_objects or {}, compile, where)
+        return reading.load_keras(path, custom_objects, compile, where)
     if os.path.isfile(path) and kind in (formats.LEGACY_H5, formats.WEIGHTS_H5):
-        return reading.load_legacy(path, custom_objects or {}, compile, where)
+        return reading.load_legacy(path, custom_objects, compile, where)
     if not os.path.isdir(path) and not checkpoint.exists(path):
         raise CheckpointError(f"{where}: expected a .keras or .h5 file, or a directory written by model.save, "
                               f"received {'a file of another extension' if os.path.exists(path) else 'a path that does not exist'}")
@@ -51,9 +52,9 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):  # 
                               f"{'a checkpoint of weights only (save_weights / CheckPoint)' if description is None else 'format ' + repr(description.get('format'))}; "
                               f"rebuild the model in code and call load_weights")
     try:
-        model = _Builder(description["owners"], custom_objects or {}, where).model(description["model"])
+        model = _Builder(description["owners"], custom_objects, where).model(description["model"])
         if compile and description["compile"] is not None:
-            _compile(model, description["compile"], custom_objects or {}, where)
+            _compile(model, description["compile"], custom_objects, where)
     except FlowLayersError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError) as e:
@@ -166,11 +167,13 @@ def _layer_classes():
 
 
 def _class(spec, custom, builtin, kind, name, where):
-    """The class a spec names: from ``custom_objects`` first (as Keras looks), else flowlayers' own class of that
+    """The class a spec names: from ``custom_objects`` first, by its registered name then its class name (as Keras
+    looks), else flowlayers' own class of that
     name when flowlayers wrote it (a user class that shares a built-in's name is not taken for it)."""
     class_name = spec["class_name"]
-    if class_name in custom:
-        return custom[class_name]
+    for key in (spec.get("registered_name"), class_name):
+        if key in custom:
+            return custom[key]
     if spec.get("module", "flowlayers.").startswith("flowlayers.") and class_name in builtin:
         return builtin[class_name]
     raise CheckpointError(f"{where}: {kind} {name!r} is of class {class_name!r} (module {spec.get('module')!r}), "

@@ -95,7 +95,8 @@ def test_no_hint_is_given_for_a_name_that_exists():
     assert not stale, stale
 
 
-@pytest.mark.parametrize("namespace", ["layers", "models", "ops", "callbacks"])
+@pytest.mark.parametrize("namespace", ["layers", "models", "ops", "callbacks", "utils", "saving", "random", "datasets",
+                                       "constraints"])
 def test_every_keras_name_is_here_or_refused_by_name(namespace):
     missing = []
     for name in (n for n in dir(getattr(keras, namespace)) if not n.startswith("_")):

@@ -6,7 +6,7 @@ Reading runs no code from the file: a class is one of flowlayers' (for a Keras c
 """
 import inspect
 
-from ... import layers as layers_mod
+from ... import layers as layers_mod, registry
 from ...errors import CheckpointError, FlowLayersError
 from ...serialization import check_remakes, json_config
 from . import layer_table
@@ -26,7 +26,7 @@ def layer_entry(layer):
     if name is None:
         cls = type(layer)
         return {"module": cls.__module__, "class_name": cls.__name__, "config": config,
-                "registered_name": cls.__name__}
+                "registered_name": registry.get_registered_name(cls)}
     return {"module": "keras.layers", "class_name": name, "config": keras_values(config), "registered_name": None}
 
 

@@ -1,0 +1,8 @@
+"""Keras 3's ``keras.random``, which flowlayers does not have: each of its names is refused by name, saying what to use
+instead (``missing.py``)."""
+from . import missing
+from .errors import ConfigError
+
+
+def __getattr__(name):
+    return missing.refuse("random", name, ConfigError, globals())
