@@ -163,3 +163,38 @@ def test_a_py_dataset_refuses_processes_by_name():
         flow.utils.PyDataset(workers=2, use_multiprocessing=True)
     with pytest.raises(flow.ConfigError, match=r"PyDataset: workers expected an int >= 1, received 0"):
         flow.utils.PyDataset(workers=0)
+
+
+class Rows(flow.utils.PyDataset):
+    """Batches of 8 rows of fixed arrays, counting the epochs it is told of."""
+
+    def __init__(self, x, y, **kwargs):
+        super().__init__(**kwargs)
+        self.x, self.y, self.begun, self.ended = x, y, 0, 0
+
+    def __len__(self):
+        return len(self.x) // 8
+
+    def __getitem__(self, i):
+        return self.x[8 * i: 8 * i + 8], self.y[8 * i: 8 * i + 8]
+
+    def on_epoch_begin(self):
+        self.begun += 1
+
+    def on_epoch_end(self):
+        self.ended += 1
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_py_dataset_trains_as_its_arrays(workers):
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(64, 3)).astype("float32"), rng.normal(size=(64, 2)).astype("float32")
+    flow.config.set_seed(0)
+    by_arrays = small_model()
+    by_arrays.fit(x, y, batch_size=8, epochs=3, shuffle=False, verbose=0)
+    flow.config.set_seed(0)
+    by_dataset, rows = small_model(), Rows(x, y, workers=workers, max_queue_size=2)
+    by_dataset.fit(rows, epochs=3, shuffle=False, verbose=0)
+    for a, b in zip(by_arrays.get_weights(), by_dataset.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert rows.begun == rows.ended == 3

@@ -58,17 +58,19 @@ class DatasetAdapter(Adapter):
 
 class SequenceAdapter(Adapter):
     """An indexable of batches (``len`` and ``[i]``: ``keras.utils.PyDataset``, a list of batches); with
-    ``shuffle`` the batch order of each epoch is ``rng([seed, epoch])``'s.  Its ``on_epoch_end`` is called after
-    each epoch, as Keras does."""
+    ``shuffle`` the batch order of each epoch is ``rng([seed, epoch])``'s.  Its ``on_epoch_begin`` and
+    ``on_epoch_end`` are called around each epoch, as Keras does."""
 
     def __init__(self, sequence, shuffle, seed):
         self.sequence, self.shuffle, self.seed = sequence, shuffle, seed
         self.steps = len(sequence)
 
     def epoch(self, epoch):
-        order = epoch_order(self.seed, epoch, self.steps) if self.shuffle else range(self.steps)
-        for i in order:
-            yield self.sequence[int(i)]
+        order = [int(i) for i in (epoch_order(self.seed, epoch, self.steps) if self.shuffle else range(self.steps))]
+        if callable(getattr(self.sequence, "on_epoch_begin", None)):
+            self.sequence.on_epoch_begin()
+        made = getattr(self.sequence, "batches", None)      # a flow.utils.PyDataset makes them ahead in threads
+        yield from (made(order) if callable(made) else (self.sequence[i] for i in order))
         if callable(getattr(self.sequence, "on_epoch_end", None)):
             self.sequence.on_epoch_end()
 
