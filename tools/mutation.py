@@ -80,8 +80,16 @@ TARGETS = {
     "flowlayers/optimizers/base.py": [T + "optimizers", T + "parallel/test_update_kernels.py", T + "test_checkpoints.py"],
     # checkpoints and resume
     "flowlayers/framework/checkpoint_format.py": CHECKPOINT_TESTS + [T + "checkpoint"],     # issue 37
-    "flowlayers/callbacks.py": [T + "models/test_progress_bar.py", T + "models/test_keras_callbacks.py"]
-    + CHECKPOINT_TESTS,
+    "flowlayers/callbacks/backup.py": CHECKPOINT_TESTS,
+    "flowlayers/callbacks/progbar.py": [T + "models/test_progress_bar.py"],
+    "flowlayers/callbacks/callback.py": [T + "models/test_keras_callbacks.py", T + "callbacks"],
+    # Keras' monitoring callbacks, each against its Keras twin
+    "flowlayers/callbacks/monitor.py": [T + "callbacks"],
+    "flowlayers/callbacks/early_stopping.py": [T + "callbacks"],
+    "flowlayers/callbacks/learning_rate.py": [T + "callbacks"],
+    "flowlayers/callbacks/model_checkpoint.py": [T + "callbacks"],
+    "flowlayers/utils/arrays.py": [T + "test_keras_utils.py"],
+    "flowlayers/registry.py": [T + "test_keras_utils.py"],
     "flowlayers/train.py": CHECKPOINT_TESTS,
     # the user-error checks
     "flowlayers/framework/variable.py": ERROR_TESTS + [T + "parallel/test_view_equivalence.py"],
@@ -206,9 +214,9 @@ EQUIVALENT = {
         "against one device in test_mirrored_all_reduce.py); which runs is a per-device-kind performance choice",
     ("backends/flowlayers_tensorflow/mirrored.py", "StrategyRuntime.fetch", "> -> >="):
         "the mean of one array is that array (same dtype)",
-    ("flowlayers/callbacks.py", "History.__init__", "super().__init__() -> pass"):
+    ("flowlayers/callbacks/history.py", "History.__init__", "super().__init__() -> pass"):
         "Callback.__init__ only sets model and params, which CallbackList sets before any hook runs",
-    ("flowlayers/callbacks.py", "ProgbarLogger.__init__", "or -> and"):
+    ("flowlayers/callbacks/progbar.py", "ProgbarLogger.__init__", "or -> and"):
         "with no stream the mutant passes file=None to print, which writes to sys.stdout: the same",
 }
 
