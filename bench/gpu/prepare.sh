@@ -9,7 +9,7 @@ SHARED=${SHARED:-../shared}
 rm -rf .gpu
 mkdir -p .gpu/data .gpu/whl
 cp "$SHARED"/data/t10k-images-idx3-ubyte.gz "$SHARED"/data/t10k-labels-idx1-ubyte.gz .gpu/data/
-cp "$SHARED"/tools/gpu_peers.py .gpu/
+cp "$SHARED"/tools/gpu_peers.py "$SHARED"/tools/gpu_models.py .gpu/
 # the machine's Python is 3.12; keras' other requirements are installed there
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
