@@ -84,7 +84,18 @@ _CALLBACKS = {n: _KERAS_CALLBACK.format(name=n) for n in (
     "RemoteMonitor", "SwapEMAWeights", "ModelCheckpoint", "TensorBoard")}
 _CALLBACKS["OrbaxCheckpoint"] = "use flow.callbacks.BackupAndRestore, or model.save_weights in a Callback"
 
-TABLES = {"ops": _OPS, "layers": _LAYERS, "models": _MODELS, "callbacks": _CALLBACKS}
+_OPTIMIZERS = {
+    **{n: "its update reduces over a variable's axes (a norm or factored moments), which a rule written per block of "
+          "a split variable cannot do yet; use flow.optimizers.AdamW, Adam or Lion" for n in ("Lamb", "Adafactor",
+                                                                                              "Muon")},
+    "Ftrl": "use flow.optimizers.Adagrad, or SGD with weight_decay for a penalty",
+    "ScheduleFreeAdamW": "use flow.optimizers.AdamW with a flow.optimizers.schedules schedule",
+    **{n: "one optimizer trains every variable of a model in flowlayers; give variables a different rate with "
+          "separate models, or freeze them (trainable=False)" for n in ("MultiOptimizer", "OptimizerMap")},
+    "legacy": "Keras 2's optimizers are not in flowlayers; use flow.optimizers' Keras 3 classes",
+}
+
+TABLES = {"ops": _OPS, "layers": _LAYERS, "models": _MODELS, "callbacks": _CALLBACKS, "optimizers": _OPTIMIZERS}
 
 
 # every public name of Keras 3.15's namespaces: one missing here without a hint above is named generically
@@ -154,6 +165,10 @@ KERAS_NAMES = {
         "BackupAndRestore CSVLogger Callback CallbackList EarlyStopping History LambdaCallback "
         "LearningRateScheduler ModelCheckpoint OrbaxCheckpoint ProgbarLogger ReduceLROnPlateau RemoteMonitor "
         "SwapEMAWeights TensorBoard TerminateOnNaN"
+    ).split()),
+    "optimizers": frozenset((
+        "Adadelta Adafactor Adagrad Adam AdamW Adamax Ftrl Lamb Lion LossScaleOptimizer MultiOptimizer Muon Nadam "
+        "Optimizer OptimizerMap RMSprop SGD ScheduleFreeAdamW deserialize get legacy schedules serialize"
     ).split()),
 }
 

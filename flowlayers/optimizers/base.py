@@ -6,12 +6,13 @@ import re
 from ..errors import ConfigError
 from ..framework import step_trace
 from ..framework.variable import Variable
-from ..initializers import Zeros
+from ..initializers import Constant, Zeros
 
 
 class Optimizer:
-    #: slot names, each a variable shaped like the one it serves (initialised to zeros)
+    #: slot names, each a variable shaped like the one it serves (initialised to zeros, or to the value named here)
     slot_names = ()
+    slot_initial_values = {}
 
     def __init__(self, learning_rate=0.001, weight_decay=None, clipnorm=None, clipvalue=None, global_clipnorm=None,
                  gradient_accumulation_steps=None, name=None, **kwargs):
@@ -225,6 +226,8 @@ class Optimizer:
 
 
 def slot_variable(optimizer, var, slot):
-    slot_var = Variable(f"{optimizer.name}/{var.path}/{slot}", var.shape, var.dtype, Zeros(), trainable=False)
+    value = optimizer.slot_initial_values.get(slot, 0.0)
+    initial = Constant(value) if value else Zeros()
+    slot_var = Variable(f"{optimizer.name}/{var.path}/{slot}", var.shape, var.dtype, initial, trainable=False)
     slot_var.layout_of = var          # a slot is laid out like the variable it serves
     return slot_var
