@@ -43,9 +43,7 @@ def serialize(optimizer):
         raise ConfigError(f"optimizers.serialize: expected one of {sorted(c.__name__ for c in _CLASSES)}, received "
                           f"{optimizer!r}")
     config = optimizer.get_config()
-    if isinstance(config["learning_rate"], schedules.LearningRateSchedule):
-        config["learning_rate"] = schedules.serialize(config["learning_rate"])
-    elif callable(config["learning_rate"]):
+    if callable(config["learning_rate"]):
         raise ConfigError(f"optimizers.serialize: optimizer {optimizer.name!r} has a learning_rate callable, which "
                           f"is code; expected a number or a flow.optimizers.schedules schedule")
     return {"module": "keras.optimizers", "class_name": type(optimizer).__name__, "config": config,
@@ -62,9 +60,7 @@ def deserialize(config, custom_objects=None):
     if cls is None:
         raise ConfigError(f"optimizers.deserialize: expected one of {sorted(c.__name__ for c in _CLASSES)} or a "
                           f"class in custom_objects, received class_name {name!r}")
-    if isinstance(arguments.get("learning_rate"), dict):
-        arguments["learning_rate"] = schedules.deserialize(arguments["learning_rate"], custom_objects)
-    return cls(**arguments)
+    return cls.from_config(arguments, custom_objects)
 
 
 def __getattr__(name):

@@ -180,4 +180,4 @@ def _remade(spec):
     if not isinstance(spec, dict) or spec.get("class_name") not in classes:
         raise ConfigError(f"LossScaleOptimizer: inner_optimizer expected an optimizer or the spec of one of "
                           f"{sorted(classes)}, received {spec!r}")
-    return classes[spec["class_name"]](**spec["config"])
+    return classes[spec["class_name"]].from_config(spec["config"])
