@@ -4,7 +4,8 @@
     layers/<class>[_<n>]/vars/0, 1, ...     a layer's variables, trainable ones first (attribute ``name``)
     layers/<class>/<sublayer>/vars/...      those Keras keeps in a sublayer (MultiHeadAttention's ``query_dense``,
                                             a recurrent layer's ``cell``: ``layer_table.SUBLAYERS``)
-    optimizer/vars/0, 1, ...                iterations, learning_rate, then the optimizer's slots in Keras' order
+    optimizer/vars/0, 1, ...                iterations, learning_rate (none under a schedule), then the optimizer's
+                                            slots in Keras' order, then its own state (Nadam's u_product)
     vars                                    the model's own (attribute ``name``)
 
 A group is named as Keras names it: the snake_case Keras class, numbered in ``model.layers`` order (``dense``,
@@ -27,7 +28,7 @@ SLOT_ORDER = {optimizers_mod.Adam: [("m", "v")], optimizers_mod.AdamW: [("m", "v
               optimizers_mod.RMSprop: [("velocity",), ("momentum",), ("average_gradient",)],
               optimizers_mod.Adagrad: [("accumulator",)], optimizers_mod.Adamax: [("momentum", "norm")],
               optimizers_mod.Adadelta: [("accumulated_grad", "accumulated_delta_var")],
-              optimizers_mod.Lion: [("momentum",)]}
+              optimizers_mod.Lion: [("momentum",)], optimizers_mod.Nadam: [("momentum", "velocity")]}
 
 
 class Group:
@@ -137,7 +138,7 @@ def optimizer_slots(model):
         for w in trainable:
             held = dict(zip(opt.all_slot_names, opt.slots(w)))
             slots += [held[s] for s in call]
-    return opt, slots
+    return opt, slots + list(opt.state_variables().values())     # Nadam's u_product: Keras makes it last
 
 
 def unsaved_optimizer(opt):
