@@ -88,7 +88,6 @@ _OPTIMIZERS = {
     **{n: "its update reduces over a variable's axes (a norm or factored moments), which a rule written per block of "
           "a split variable cannot do yet; use flow.optimizers.AdamW, Adam or Lion" for n in ("Lamb", "Adafactor",
                                                                                               "Muon")},
-    "Ftrl": "use flow.optimizers.Adagrad, or SGD with weight_decay for a penalty",
     "ScheduleFreeAdamW": "use flow.optimizers.AdamW with a flow.optimizers.schedules schedule",
     **{n: "one optimizer trains every variable of a model in flowlayers; give variables a different rate with "
           "separate models, or freeze them (trainable=False)" for n in ("MultiOptimizer", "OptimizerMap")},

@@ -12,15 +12,16 @@ from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adamax import Adamax
 from .base import Optimizer
+from .ftrl import Ftrl
 from .lion import Lion
 from .loss_scale import LossScaleOptimizer
 from .nadam import Nadam
 from .rules import SGD, Adam, AdamW, RMSprop
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "Nadam", "Adadelta", "Lion",
-           "LossScaleOptimizer", "schedules", "get", "serialize", "deserialize"]
+           "Ftrl", "LossScaleOptimizer", "schedules", "get", "serialize", "deserialize"]
 
-_CLASSES = (SGD, Adam, AdamW, RMSprop, Adagrad, Adamax, Nadam, Adadelta, Lion)
+_CLASSES = (SGD, Adam, AdamW, RMSprop, Adagrad, Adamax, Nadam, Adadelta, Lion, Ftrl)
 _BY_NAME = {cls.__name__.lower(): cls for cls in _CLASSES}
 
 

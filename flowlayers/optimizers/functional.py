@@ -71,6 +71,9 @@ class FunctionalMath:
     def sign(self, x):
         return self.module.sign(_read(x))
 
+    def pow(self, x, exponent):
+        return self.module.power(_read(x), exponent)
+
     def clip(self, x, lo, hi):
         return self.module.clip(_read(x), lo, hi)
 

@@ -1,4 +1,4 @@
-"""Keras 3's other update rules (Adagrad, Adamax, Nadam, Adadelta, Lion) and a learning rate schedule against
+"""Keras 3's other update rules (Adagrad, Adamax, Nadam, Adadelta, Lion, Ftrl) and a learning rate schedule against
 Keras 3's own optimizers: the same model, start and batches as ``test_keras_reference``, weights within 1e-6 of
 Keras' after one step and after four more, in the mirrored and the consistent view on 2 devices."""
 import keras
@@ -18,6 +18,12 @@ MORE = {
     "adadelta": (lambda: flow.optimizers.Adadelta(1.0, rho=0.9, epsilon=1e-3), lambda: keras.optimizers.Adadelta(1.0, rho=0.9, epsilon=1e-3)),
     "lion": (lambda: flow.optimizers.Lion(0.003, weight_decay=0.1),
              lambda: keras.optimizers.Lion(0.003, weight_decay=0.1)),
+    "ftrl": (lambda: flow.optimizers.Ftrl(0.05, l1_regularization_strength=0.001, l2_regularization_strength=0.01,
+                                          l2_shrinkage_regularization_strength=0.02, beta=0.1),
+             lambda: keras.optimizers.Ftrl(0.05, l1_regularization_strength=0.001, l2_regularization_strength=0.01,
+                                           l2_shrinkage_regularization_strength=0.02, beta=0.1)),
+    "ftrl-power": (lambda: flow.optimizers.Ftrl(0.05, learning_rate_power=-0.7),
+                   lambda: keras.optimizers.Ftrl(0.05, learning_rate_power=-0.7)),
     "sgd-cosine-warmup": (
         lambda: flow.optimizers.SGD(S.CosineDecay(0.01, 4, warmup_target=0.2, warmup_steps=2), momentum=0.5),
         lambda: keras.optimizers.SGD(keras.optimizers.schedules.CosineDecay(0.01, 4, warmup_target=0.2,

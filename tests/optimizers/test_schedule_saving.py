@@ -37,7 +37,7 @@ def flow_optimizer_arrays(model):
     return [np.asarray(opt.iterations)] + [held[name].numpy() for held in per_var for name in opt.slot_names] + state
 
 
-@pytest.mark.parametrize("cls", ["Adamax", "Adagrad", "Nadam"])
+@pytest.mark.parametrize("cls", ["Adamax", "Adagrad", "Nadam", "Ftrl"])
 def test_a_keras_file_with_a_schedule_opens_in_keras(tmp_path, cls):
     model = flow_model(getattr(flow.optimizers, cls)(S.CosineDecay(0.01, 5, warmup_target=0.05, warmup_steps=2)))
     model.fit(X, Y, batch_size=8, epochs=2, shuffle=False, verbose=0)

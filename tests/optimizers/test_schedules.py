@@ -71,6 +71,10 @@ def test_optimizer_with_a_schedule_serializes_as_keras_reads_it():
                                                              r"than values, received boundaries=\[1, 2\] \(2\)"),
     (lambda: S.ExponentialDecay("0.1", 5, 0.5), r"initial_learning_rate expected a number, received '0.1'"),
     (lambda: S.deserialize({"class_name": "Warmup", "config": {}}), r"schedules.deserialize: expected one of "),
+    (lambda: flow.optimizers.Ftrl(learning_rate_power=0.5), r"Ftrl: learning_rate_power expected a number <= 0, "
+                                                             r"received 0.5"),
+    (lambda: flow.optimizers.Ftrl(l1_regularization_strength=-1), r"Ftrl: l1_regularization_strength expected a "
+                                                                   r"number >= 0"),
     (lambda: flow.optimizers.Lion(beta_1=0.0), r"Lion: beta_1 expected a number in \(0, 1\]"),
     (lambda: flow.optimizers.Adagrad(initial_accumulator_value=-1), r"Adagrad: initial_accumulator_value "
                                                                      r"expected a number >= 0, received -1"),
@@ -84,7 +88,7 @@ def test_wrong_arguments_are_named(build, message):
         build()
 
 
-@pytest.mark.parametrize("name", ["Ftrl", "Lamb", "Adafactor", "Muon", "ScheduleFreeAdamW", "MultiOptimizer",
+@pytest.mark.parametrize("name", ["Lamb", "Adafactor", "Muon", "ScheduleFreeAdamW", "MultiOptimizer",
                                   "OptimizerMap", "legacy"])
 def test_keras_optimizers_flowlayers_lacks_are_refused_by_name(name):
     assert hasattr(keras.optimizers, name)

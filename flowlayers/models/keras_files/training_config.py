@@ -1,7 +1,7 @@
 """What ``compile`` was given, as Keras 3 keeps it in a file (``compile_config`` of a ``.keras`` file,
 ``training_config`` of a legacy ``.h5`` file), and back into ``model.compile`` arguments.
 
-Keras' words exist for its SGD, Adam, AdamW, RMSprop, Adagrad, Adamax, Nadam, Adadelta and Lion with a number or one of
+Keras' words exist for its SGD, Adam, AdamW, RMSprop, Adagrad, Adamax, Nadam, Adadelta, Lion and Ftrl with a number or one of
 Keras' schedules as learning rate, for its losses and metrics of the names flowlayers has; a model compiled with
 anything else is saved without its compile settings (and its optimizer state), with a warning naming what has no
 place.  Reading takes Keras' classes of those names
@@ -13,7 +13,8 @@ from . import configs, layer_table
 
 OPTIMIZERS = {cls.__name__: cls for cls in (optimizers_mod.SGD, optimizers_mod.Adam, optimizers_mod.AdamW,
                                              optimizers_mod.RMSprop, optimizers_mod.Adagrad, optimizers_mod.Adamax,
-                                             optimizers_mod.Adadelta, optimizers_mod.Lion, optimizers_mod.Nadam)}
+                                             optimizers_mod.Adadelta, optimizers_mod.Lion, optimizers_mod.Nadam,
+                                             optimizers_mod.Ftrl)}
 LOSSES = {cls.__name__: cls for cls in (losses_mod.SparseCategoricalCrossentropy, losses_mod.CategoricalCrossentropy,
                                          losses_mod.BinaryCrossentropy, losses_mod.MeanSquaredError,
                                          losses_mod.MeanAbsoluteError)}

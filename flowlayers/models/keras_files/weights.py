@@ -28,7 +28,8 @@ SLOT_ORDER = {optimizers_mod.Adam: [("m", "v")], optimizers_mod.AdamW: [("m", "v
               optimizers_mod.RMSprop: [("velocity",), ("momentum",), ("average_gradient",)],
               optimizers_mod.Adagrad: [("accumulator",)], optimizers_mod.Adamax: [("momentum", "norm")],
               optimizers_mod.Adadelta: [("accumulated_grad", "accumulated_delta_var")],
-              optimizers_mod.Lion: [("momentum",)], optimizers_mod.Nadam: [("momentum", "velocity")]}
+              optimizers_mod.Lion: [("momentum",)], optimizers_mod.Nadam: [("momentum", "velocity")],
+              optimizers_mod.Ftrl: [("accumulator", "linear")]}
 
 
 class Group:
