@@ -84,6 +84,16 @@ _CALLBACKS = {n: _KERAS_CALLBACK.format(name=n) for n in (
     "RemoteMonitor", "SwapEMAWeights", "TensorBoard")}
 _CALLBACKS["OrbaxCheckpoint"] = "use flow.callbacks.BackupAndRestore, or model.save_weights in a Callback"
 
+_OPTIMIZERS = {
+    **{n: "its update reduces over a variable's axes (a norm or factored moments), which a rule written per block of "
+          "a split variable cannot do yet; use flow.optimizers.AdamW, Adam or Lion" for n in ("Lamb", "Adafactor",
+                                                                                              "Muon")},
+    "ScheduleFreeAdamW": "use flow.optimizers.AdamW with a flow.optimizers.schedules schedule",
+    **{n: "one optimizer trains every variable of a model in flowlayers; give variables a different rate with "
+          "separate models, or freeze them (trainable=False)" for n in ("MultiOptimizer", "OptimizerMap")},
+    "legacy": "Keras 2's optimizers are not in flowlayers; use flow.optimizers' Keras 3 classes",
+}
+
 _TF_DATA = ("call Keras' own keras.utils.{name}: the tf.data.Dataset it makes goes to fit as it is")
 _UTILS = {
     **{n: _TF_DATA.format(name=n) for n in (
@@ -113,7 +123,7 @@ TABLES = {"ops": _OPS, "layers": _LAYERS, "models": _MODELS, "callbacks": _CALLB
                                                              "fashion_mnist imdb mnist reuters").split()},
           "constraints": {n: _CONSTRAINTS for n in ("Constraint MaxNorm MinMaxNorm NonNeg UnitNorm deserialize get "
                                                    "max_norm min_max_norm non_neg serialize unit_norm").split()},
-          "saving": _SAVING}
+          "saving": _SAVING, "optimizers": _OPTIMIZERS}
 
 
 # every public name of Keras 3.15's namespaces: one missing here without a hint above is named generically
@@ -202,7 +212,12 @@ KERAS_NAMES = {
         "get_registered_name get_registered_object load_model load_weights register_keras_serializable save_model "
         "save_weights serialize_keras_object"
     ).split()),
+    "optimizers": frozenset((
+        "Adadelta Adafactor Adagrad Adam AdamW Adamax Ftrl Lamb Lion LossScaleOptimizer MultiOptimizer Muon Nadam "
+        "Optimizer OptimizerMap RMSprop SGD ScheduleFreeAdamW deserialize get legacy schedules serialize"
+    ).split()),
 }
+
 
 def refuse(namespace, name, error, present=()):
     """``error`` naming Keras' ``name`` that ``flow.<namespace>`` lacks and what to use instead; an AttributeError

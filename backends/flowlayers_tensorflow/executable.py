@@ -17,6 +17,9 @@ class TFMath:
     minimum = staticmethod(tf.minimum)
     maximum = staticmethod(tf.maximum)
     clip = staticmethod(tf.clip_by_value)
+    abs = staticmethod(tf.abs)
+    sign = staticmethod(tf.sign)
+    pow = staticmethod(tf.pow)
     where = staticmethod(tf.where)
     greater_equal = staticmethod(tf.greater_equal)
     whole_rules = frozenset({"sgd", "adam"})     # apply_sgd, apply_adam

@@ -140,7 +140,7 @@ def _compile(model, spec, custom, where):
         if s is None:
             return None
         cls = _class(s, custom, table, kind, s["config"].get("name"), where)
-        return cls(**s["config"])
+        return cls.from_config(s["config"], custom) if kind == "optimizer" else cls(**s["config"])
 
     metrics_table = _classes(metrics_mod, metrics_mod.Metric)
     losses_table = _classes(losses_mod, losses_mod.Loss)

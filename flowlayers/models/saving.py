@@ -28,6 +28,7 @@ again, so what saves loads.
 """
 import os
 
+from .. import optimizers as optimizers_mod
 from ..errors import ConfigError, LayerError
 from ..framework import checkpoint_format as checkpoint, graph
 from ..serialization import encode, object_spec
@@ -123,10 +124,12 @@ def _compile_config(model):
     if model.optimizer is None:
         return None
     opt = model.optimizer
-    if callable(opt.learning_rate):
+    if callable(opt.learning_rate) and not isinstance(opt.learning_rate,
+                                                      optimizers_mod.schedules.LearningRateSchedule):
         raise ConfigError(f"Model {model.name!r}.save: optimizer {opt.name!r} has a callable learning_rate "
-                          f"{opt.learning_rate!r}, which cannot be saved without its code; expected a number (or "
-                          f"save_weights, which saves the optimizer state without its settings)")
+                          f"{opt.learning_rate!r}, which cannot be saved without its code; expected a number or a "
+                          f"flow.optimizers.schedules schedule (or save_weights, which saves the optimizer state "
+                          f"without its settings)")
     spec = {"optimizer": object_spec(opt, f"optimizer {opt.name!r}"), "jit_compile": model.trainer.jit_compile,
             "micro_batches": model.trainer.micro_batches, "steps_per_execution": model.steps_per_execution}
     if model.trainer.heads is None:

@@ -6,12 +6,14 @@ import re
 from ..errors import ConfigError
 from ..framework import step_trace
 from ..framework.variable import Variable
-from ..initializers import Zeros
+from ..initializers import Constant, Zeros
+from . import schedules
 
 
 class Optimizer:
-    #: slot names, each a variable shaped like the one it serves (initialised to zeros)
+    #: slot names, each a variable shaped like the one it serves (initialised to zeros, or to the value named here)
     slot_names = ()
+    slot_initial_values = {}
 
     def __init__(self, learning_rate=0.001, weight_decay=None, clipnorm=None, clipvalue=None, global_clipnorm=None,
                  gradient_accumulation_steps=None, name=None, **kwargs):
@@ -216,15 +218,29 @@ class Optimizer:
             xp.assign(var, var - var * (self.weight_decay * lr))
 
     def get_config(self):
-        return {"name": self.name, "learning_rate": self.learning_rate, "weight_decay": self.weight_decay,
+        """Keras' config: a schedule as learning rate written as ``schedules.serialize`` writes it."""
+        lr = self.learning_rate
+        lr = schedules.serialize(lr) if isinstance(lr, schedules.LearningRateSchedule) else lr
+        return {"name": self.name, "learning_rate": lr, "weight_decay": self.weight_decay,
                 "clipnorm": self.clipnorm, "clipvalue": self.clipvalue, "global_clipnorm": self.global_clipnorm,
                 "gradient_accumulation_steps": self.gradient_accumulation_steps}
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        """The optimizer of ``get_config``'s dict; a written schedule made again (Keras' classes, or from
+        ``custom_objects``)."""
+        config = dict(config)
+        if isinstance(config.get("learning_rate"), dict):
+            config["learning_rate"] = schedules.deserialize(config["learning_rate"], custom_objects)
+        return cls(**config)
 
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_config().items())})"
 
 
 def slot_variable(optimizer, var, slot):
-    slot_var = Variable(f"{optimizer.name}/{var.path}/{slot}", var.shape, var.dtype, Zeros(), trainable=False)
+    value = optimizer.slot_initial_values.get(slot, 0.0)
+    initial = Constant(value) if value else Zeros()
+    slot_var = Variable(f"{optimizer.name}/{var.path}/{slot}", var.shape, var.dtype, initial, trainable=False)
     slot_var.layout_of = var          # a slot is laid out like the variable it serves
     return slot_var

@@ -65,6 +65,15 @@ class FunctionalMath:
     def maximum(self, a, b):
         return self.module.maximum(_read(a), _read(b))
 
+    def abs(self, x):
+        return self.module.abs(_read(x))
+
+    def sign(self, x):
+        return self.module.sign(_read(x))
+
+    def pow(self, x, exponent):
+        return self.module.power(_read(x), exponent)
+
     def clip(self, x, lo, hi):
         return self.module.clip(_read(x), lo, hi)
 

@@ -52,6 +52,10 @@ class LossScaleOptimizer(Optimizer):
                 dynamic_growth_steps < 1:
             raise ConfigError(f"{what}: dynamic_growth_steps expected a positive int, received "
                               f"{dynamic_growth_steps!r}")
+        if inner_optimizer.state_variables():
+            raise ConfigError(f"{what}: an inner optimizer with state of its own ({type(inner_optimizer).__name__}: "
+                              f"{sorted(inner_optimizer.state_variables())}) is not supported; expected one whose "
+                              f"state is its slots (SGD, Adam, AdamW, RMSprop, Adagrad, Adamax, Adadelta, Lion)")
         if inner_optimizer.gradient_accumulation_steps:
             raise ConfigError(f"{what}: an inner optimizer with gradient_accumulation_steps is not supported; "
                               f"expected one that updates every step")
@@ -176,4 +180,4 @@ def _remade(spec):
     if not isinstance(spec, dict) or spec.get("class_name") not in classes:
         raise ConfigError(f"LossScaleOptimizer: inner_optimizer expected an optimizer or the spec of one of "
                           f"{sorted(classes)}, received {spec!r}")
-    return classes[spec["class_name"]](**spec["config"])
+    return classes[spec["class_name"]].from_config(spec["config"])

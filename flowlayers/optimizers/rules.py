@@ -1,4 +1,5 @@
-"""Update rules (Keras 3's arithmetic).  ``xp.assign(v, value)`` writes; ``xp.sqrt`` is the only math.
+"""Update rules (Keras 3's arithmetic).  ``xp.assign(v, value)`` writes; the math is ``xp.sqrt``, ``xp.abs``,
+``xp.sign``, ``xp.pow``, ``xp.minimum``, ``xp.maximum`` and ``xp.clip`` (``contract.ArrayNamespace``).
 
 Before a rule, ``Optimizer.apply_gradient`` clips the gradient and applies Keras 3's decoupled weight decay when
 ``weight_decay`` is set: ``v -= v * weight_decay * lr`` (``Optimizer.decay``).

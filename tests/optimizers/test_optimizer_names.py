@@ -8,7 +8,8 @@ from flowlayers.optimizers import base
 
 
 @pytest.mark.parametrize("name, cls", [("sgd", flow.optimizers.SGD), ("Adam", flow.optimizers.Adam),
-                                       ("ADAMW", flow.optimizers.AdamW), ("rmsprop", flow.optimizers.RMSprop)])
+                                       ("ADAMW", flow.optimizers.AdamW), ("rmsprop", flow.optimizers.RMSprop),
+                                       ("Nadam", flow.optimizers.Nadam), ("lion", flow.optimizers.Lion)])
 def test_optimizers_by_name(name, cls):
     rule = flow.optimizers.get(name)
     assert type(rule) is cls and rule.iterations == 0
@@ -16,10 +17,11 @@ def test_optimizers_by_name(name, cls):
     assert flow.optimizers.get(same) is same
 
 
-@pytest.mark.parametrize("identifier", ["adagrad", "", 3, None])
+@pytest.mark.parametrize("identifier", ["lamb", "", 3, None])
 def test_other_optimizer_names_are_named(identifier):
     with pytest.raises(flow.ConfigError, match=rf"optimizer: expected a flow.optimizers.\* instance or one of "
-                                               rf"\['adam', 'adamw', 'rmsprop', 'sgd'\], received {identifier!r}"):
+                                               rf"\['adadelta', 'adagrad', 'adam', 'adamax', 'adamw', 'ftrl', 'lion', 'nadam', 'rmsprop', 'sgd'\], "
+                                               rf"received {identifier!r}"):
         flow.optimizers.get(identifier)
 
 

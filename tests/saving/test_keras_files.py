@@ -371,10 +371,10 @@ def test_an_optimizer_keras_has_no_words_for_is_left_out_by_name(tmp_path):
     model.compile(flow.optimizers.SGD(lambda step: 0.1), "mse")
     model.fit(X4, np.zeros((8, 3), np.float32), verbose=0)
     with pytest.warns(UserWarning, match=r"compile settings and optimizer state were not saved: optimizer 'sgd' has a "
-                                         r"learning_rate schedule or callable"):
+                                         r"learning_rate callable"):
         model.save(tmp_path / "m.keras")
     assert flow.models.load_model(tmp_path / "m.keras").optimizer is None
-    with pytest.warns(UserWarning, match=r"without the optimizer state: optimizer 'sgd' \(a learning_rate schedule"):
+    with pytest.warns(UserWarning, match=r"without the optimizer state: optimizer 'sgd' \(a learning_rate callable"):
         model.save_weights(tmp_path / "w.weights.h5")
     assert not any(k.startswith("optimizer") for k in datasets(tmp_path / "w.weights.h5"))
 

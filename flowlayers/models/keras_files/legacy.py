@@ -31,8 +31,9 @@ def save(model, filepath, where):
     opt, slots = weights.optimizer_slots(model) if compile_config is not None else (None, None)
     optimizer = None
     if slots is not None:
-        optimizer = [(f"{opt.name}/iteration", np.asarray(opt.iterations, np.int64)),
-                     (f"{opt.name}/learning_rate", np.asarray(opt.learning_rate, np.float32))]
+        optimizer = [(f"{opt.name}/iteration", np.asarray(opt.iterations, np.int64))]
+        if weights.rate_is_variable(opt):
+            optimizer.append((f"{opt.name}/learning_rate", np.asarray(opt.learning_rate, np.float32)))
         optimizer += [(f"{opt.name}/{_slot_name(s, opt)}", s.numpy()) for s in slots]
     if env.process_index() == 0:
         inputs = [x.name for x in model.inputs] if to_keras.kind(model, where) == "Functional" else []
@@ -121,13 +122,14 @@ def _optimizer_plan(f, model, where):
     opt, slots = weights.optimizer_slots(model)
     group = hdf5.group(f, "optimizer_weights", where)
     names = hdf5.list_attribute(group, "weight_names")
-    if slots is None or len(names) != len(slots) + 2:
+    lead = 2 if weights.rate_is_variable(opt) else 1     # iterations, and the rate unless a schedule gives it
+    if slots is None or len(names) != len(slots) + lead:
         warnings.warn(f"{where}: the file holds {len(names)} optimizer variables; optimizer {opt.name!r} "
-                      f"({type(opt).__name__}) {'has ' + str(len(slots) + 2) if slots is not None else 'keeps none in Keras files'}, "
+                      f"({type(opt).__name__}) {'has ' + str(len(slots) + lead) if slots is not None else 'keeps none in Keras files'}, "
                       f"so its state is not restored (the weights are), as Keras skips it", stacklevel=4)
         return None
     iterations = hdf5.array(group, names[0], where)
     if iterations.shape != () or iterations.dtype.kind not in "iu":
         return None
-    planned = [(s, weights.checked_value(s, hdf5.array(group, n, where), n, where)) for s, n in zip(slots, names[2:])]
+    planned = [(s, weights.checked_value(s, hdf5.array(group, n, where), n, where)) for s, n in zip(slots, names[lead:])]
     return opt, int(iterations), planned

@@ -1,9 +1,10 @@
 """What ``compile`` was given, as Keras 3 keeps it in a file (``compile_config`` of a ``.keras`` file,
 ``training_config`` of a legacy ``.h5`` file), and back into ``model.compile`` arguments.
 
-Keras' words exist for its SGD, Adam, AdamW and RMSprop with a number as learning rate, for its losses and
-metrics of the names flowlayers has; a model compiled with anything else is saved without its compile settings
-(and its optimizer state), with a warning naming what has no place.  Reading takes Keras' classes of those names
+Keras' words exist for its SGD, Adam, AdamW, RMSprop, Adagrad, Adamax, Nadam, Adadelta, Lion and Ftrl with a number or one of
+Keras' schedules as learning rate, for its losses and metrics of the names flowlayers has; a model compiled with
+anything else is saved without its compile settings (and its optimizer state), with a warning naming what has no
+place.  Reading takes Keras' classes of those names
 (or ``custom_objects``), Keras' arguments flowlayers lacks only at the values that leave them off.
 """
 from ... import losses as losses_mod, metrics as metrics_mod, optimizers as optimizers_mod
@@ -11,7 +12,9 @@ from ...errors import CheckpointError, ConfigError
 from . import configs, layer_table
 
 OPTIMIZERS = {cls.__name__: cls for cls in (optimizers_mod.SGD, optimizers_mod.Adam, optimizers_mod.AdamW,
-                                             optimizers_mod.RMSprop)}
+                                             optimizers_mod.RMSprop, optimizers_mod.Adagrad, optimizers_mod.Adamax,
+                                             optimizers_mod.Adadelta, optimizers_mod.Lion, optimizers_mod.Nadam,
+                                             optimizers_mod.Ftrl)}
 LOSSES = {cls.__name__: cls for cls in (losses_mod.SparseCategoricalCrossentropy, losses_mod.CategoricalCrossentropy,
                                          losses_mod.BinaryCrossentropy, losses_mod.MeanSquaredError,
                                          losses_mod.MeanAbsoluteError)}
@@ -20,6 +23,7 @@ METRICS = {name: cls for name, cls in vars(metrics_mod).items() if isinstance(cl
            and issubclass(cls, metrics_mod.Metric) and name == cls.__name__
            and cls not in (metrics_mod.Metric, metrics_mod.Mean, metrics_mod.Sum, metrics_mod.MeanMetricWrapper,
                            metrics_mod.Deferred)}
+SCHEDULES = optimizers_mod.schedules.SCHEDULES
 ANY = layer_table.ANY
 
 #: Keras optimizer arguments flowlayers' optimizers lack, at the values that leave them off (Keras 2's too)
@@ -68,9 +72,13 @@ class _NoWords(Exception):
 def _optimizer(opt):
     if type(opt) not in OPTIMIZERS.values():
         raise _NoWords(f"optimizer {opt.name!r} is a {type(opt).__name__}, not one of Keras' {sorted(OPTIMIZERS)}")
-    if callable(opt.learning_rate):
-        raise _NoWords(f"optimizer {opt.name!r} has a learning_rate schedule or callable, which is code")
+    schedule = isinstance(opt.learning_rate, optimizers_mod.schedules.LearningRateSchedule)
+    if callable(opt.learning_rate) and not (schedule and type(opt.learning_rate) in SCHEDULES.values()):
+        raise _NoWords(f"optimizer {opt.name!r} has a learning_rate callable or a schedule of its own class, which "
+                       f"is code (Keras' schedules are words: {sorted(SCHEDULES)})")
     config = {**opt.get_config(), **KERAS_OPTIMIZER_EXTRAS}
+    if schedule:
+        config["learning_rate"] = optimizers_mod.schedules.serialize(opt.learning_rate)
     if isinstance(opt, optimizers_mod.Adam):
         config["amsgrad"] = False
     return _object("keras.optimizers", type(opt).__name__, config)
@@ -155,10 +163,14 @@ def _read_optimizer(spec, custom_objects, who):
     if cls not in OPTIMIZERS.values():
         return cls(**config)
     if isinstance(config.get("learning_rate"), dict):
-        raise CheckpointError(f"{who}: optimizer {config.get('name')!r} has a learning_rate schedule "
-                              f"({config['learning_rate'].get('class_name')}), which flowlayers does not read from "
-                              f"a file; expected a number (load with compile=False and compile again)")
+        config = {**config, "learning_rate": _read_schedule(config["learning_rate"], custom_objects, who)}
     return cls(**configs.read_arguments(cls, config, OPTIMIZER_NEUTRAL, f"{who}: optimizer"))
+
+
+def _read_schedule(spec, custom_objects, who):
+    """A learning rate schedule: Keras' classes by name (flow.optimizers.schedules), or ``custom_objects``."""
+    cls, config = _class(spec, custom_objects, SCHEDULES, "learning_rate schedule", who)
+    return cls.from_config(config)
 
 
 def _read_loss(spec, custom_objects, who):

@@ -4,7 +4,8 @@
     layers/<class>[_<n>]/vars/0, 1, ...     a layer's variables, trainable ones first (attribute ``name``)
     layers/<class>/<sublayer>/vars/...      those Keras keeps in a sublayer (MultiHeadAttention's ``query_dense``,
                                             a recurrent layer's ``cell``: ``layer_table.SUBLAYERS``)
-    optimizer/vars/0, 1, ...                iterations, learning_rate, then the optimizer's slots in Keras' order
+    optimizer/vars/0, 1, ...                iterations, learning_rate (none under a schedule), then the optimizer's
+                                            slots in Keras' order, then its own state (Nadam's u_product)
     vars                                    the model's own (attribute ``name``)
 
 A group is named as Keras names it: the snake_case Keras class, numbered in ``model.layers`` order (``dense``,
@@ -24,7 +25,11 @@ from . import atomic, hdf5, layer_table
 #: Keras' optimizer variables after iterations and learning_rate, per flowlayers optimizer: each tuple is one call
 #: of Keras' ``add_optimizer_variables`` (its slots interleaved per variable), in the order Keras makes them
 SLOT_ORDER = {optimizers_mod.Adam: [("m", "v")], optimizers_mod.AdamW: [("m", "v")], optimizers_mod.SGD: [("momentum",)],
-              optimizers_mod.RMSprop: [("velocity",), ("momentum",), ("average_gradient",)]}
+              optimizers_mod.RMSprop: [("velocity",), ("momentum",), ("average_gradient",)],
+              optimizers_mod.Adagrad: [("accumulator",)], optimizers_mod.Adamax: [("momentum", "norm")],
+              optimizers_mod.Adadelta: [("accumulated_grad", "accumulated_delta_var")],
+              optimizers_mod.Lion: [("momentum",)], optimizers_mod.Nadam: [("momentum", "velocity")],
+              optimizers_mod.Ftrl: [("accumulator", "linear")]}
 
 
 class Group:
@@ -123,7 +128,7 @@ def optimizer_slots(model):
     """(optimizer, [slot Variable, ...] in Keras' order), or (optimizer or None, None) where Keras' layout has no
     place for its state: no optimizer, or one that is not Keras' SGD, Adam, AdamW or RMSprop as such."""
     opt = model.optimizer
-    if type(opt) not in SLOT_ORDER or callable(opt.learning_rate):
+    if opt is None or unsaved_optimizer(opt) is not None:
         return opt, None
     trainable = [w for w in model.trainable_weights]
     names = list(opt.all_slot_names)
@@ -134,16 +139,23 @@ def optimizer_slots(model):
         for w in trainable:
             held = dict(zip(opt.all_slot_names, opt.slots(w)))
             slots += [held[s] for s in call]
-    return opt, slots
+    return opt, slots + list(opt.state_variables().values())     # Nadam's u_product: Keras makes it last
 
 
 def unsaved_optimizer(opt):
     """Why ``opt``'s state has no place in a Keras file (its name and kind), or None where it has one."""
-    if opt is None or (type(opt) in SLOT_ORDER and not callable(opt.learning_rate)):
+    if opt is None or (type(opt) in SLOT_ORDER and (rate_is_variable(opt) or isinstance(
+            opt.learning_rate, optimizers_mod.schedules.LearningRateSchedule))):
         return None
-    kind = "a learning_rate schedule or callable" if type(opt) in SLOT_ORDER else f"class {type(opt).__name__}"
-    return (f"optimizer {opt.name!r} ({kind}) is not one whose state Keras' files hold (Keras' SGD, Adam, AdamW or "
-            f"RMSprop with a number as learning_rate)")
+    kind = "a learning_rate callable" if type(opt) in SLOT_ORDER else f"class {type(opt).__name__}"
+    return (f"optimizer {opt.name!r} ({kind}) is not one whose state Keras' files hold (Keras' "
+            f"{', '.join(sorted(c.__name__ for c in SLOT_ORDER))} with a number or a schedule as learning_rate)")
+
+
+def rate_is_variable(opt):
+    """Whether Keras keeps ``opt``'s learning rate among its variables (after ``iterations``): a number, yes; a
+    schedule is config, with no variable."""
+    return not callable(opt.learning_rate)
 
 
 # Writing -------------------------------------------------------------------
@@ -154,8 +166,8 @@ def values(model, include_optimizer=True):
     opt, slots = optimizer_slots(model) if include_optimizer else (None, None)
     optimizer = None
     if slots is not None:
-        optimizer = (opt.name, [np.asarray(opt.iterations, np.int64), np.asarray(opt.learning_rate, np.float32)]
-                     + [s.numpy() for s in slots])
+        rate = [np.asarray(opt.learning_rate, np.float32)] if rate_is_variable(opt) else []
+        optimizer = (opt.name, [np.asarray(opt.iterations, np.int64)] + rate + [s.numpy() for s in slots])
     return out, optimizer
 
 
@@ -229,7 +241,7 @@ def read(f, model, where, optimizer=True):
         for w, value in slots:
             w.assign(value)
         opt.iterations = iterations
-        if np.float32(opt.learning_rate) != np.float32(learning_rate):
+        if learning_rate is not None and np.float32(opt.learning_rate) != np.float32(learning_rate):
             opt.learning_rate = float(learning_rate)     # changed since the config (ReduceLROnPlateau)
 
 
@@ -277,17 +289,18 @@ def _optimizer_plan(f, model, where):
                       stacklevel=4)
         return None
     held = hdf5.names(hdf5.group(f, "optimizer/vars", where))
-    if len(held) != len(slots) + 2:
-        warnings.warn(f"{where}: optimizer {opt.name!r} has {len(slots) + 2} variables but the file holds "
+    lead = 2 if rate_is_variable(opt) else 1      # iterations, and the learning rate unless a schedule gives it
+    if len(held) != len(slots) + lead:
+        warnings.warn(f"{where}: optimizer {opt.name!r} has {len(slots) + lead} variables but the file holds "
                       f"{len(held)}; its state is not restored (the weights are), as Keras skips it", stacklevel=4)
         return None
     iterations = hdf5.array(f, "optimizer/vars/0", where)
-    learning_rate = hdf5.array(f, "optimizer/vars/1", where)
+    learning_rate = hdf5.array(f, "optimizer/vars/1", where) if lead == 2 else np.float32(0.0)
     if iterations.shape != () or iterations.dtype.kind not in "iu" or iterations < 0 or \
             learning_rate.shape != () or learning_rate.dtype.kind != "f":
         raise CheckpointError(f"{where}: optimizer/vars/0 and /1 expected the step count (an int) and the learning "
                               f"rate (a float), received {iterations.dtype}{iterations.shape} and "
                               f"{learning_rate.dtype}{learning_rate.shape}")
-    planned = [(s, checked_value(s, hdf5.array(f, f"optimizer/vars/{i + 2}", where), f"optimizer/vars/{i + 2}", where))
-               for i, s in enumerate(slots)]
-    return opt, int(iterations), float(learning_rate), planned
+    planned = [(s, checked_value(s, hdf5.array(f, f"optimizer/vars/{i + lead}", where),
+                                 f"optimizer/vars/{i + lead}", where)) for i, s in enumerate(slots)]
+    return opt, int(iterations), float(learning_rate) if lead == 2 else None, planned
