@@ -4,10 +4,12 @@ the backend draws with stateless random ops (so every view draws the same number
 
 Keras names and OneFlow's ``flow.truncated_normal(0.1)``-style factories both work.
 """
+import inspect
 import math
 
 import numpy as np
 
+from . import missing
 from .errors import LayerError
 
 
@@ -128,6 +130,33 @@ class LecunNormal(VarianceScaling):
         super().__init__(1.0, "fan_in", "truncated_normal")
 
 
+class LecunUniform(VarianceScaling):
+    def __init__(self):
+        super().__init__(1.0, "fan_in", "uniform")
+
+
+class Identity(Initializer):
+    """Keras' ``Identity(gain=1.0)``: ``gain`` times the identity matrix of a 2-D shape (rectangular: ones on the
+    main diagonal).  Made on the host, the same in every view."""
+
+    def __init__(self, gain=1.0):
+        self.gain = float(gain)
+
+    def sampler(self, shape):
+        _two_dimensional(shape)
+        return "constant", {"value": 0.0}       # stands for it in a VariableSpec; ``host_value`` is always given
+
+    def host_value(self, shape, seed):
+        rows, cols = _two_dimensional(shape)
+        return self.gain * np.eye(rows, cols)
+
+
+def _two_dimensional(shape):
+    if len(shape) != 2:
+        raise LayerError(f"Identity initializer: expected a 2-D shape (a matrix), received shape {tuple(shape)}")
+    return shape
+
+
 class Orthogonal(Initializer):
     """Keras' ``Orthogonal(gain=1.0, seed=None)``: the Q of a normal matrix's QR decomposition (signs made unique by
     R's diagonal) times ``gain``, of the shape ``(prod(shape[:-1]), shape[-1])``.  Made on the host, from ``seed``
@@ -152,7 +181,8 @@ _BY_NAME = {
     "zeros": Zeros, "ones": Ones, "constant": Constant, "random_uniform": RandomUniform,
     "random_normal": RandomNormal, "truncated_normal": TruncatedNormal, "glorot_uniform": GlorotUniform,
     "glorot_normal": GlorotNormal, "he_uniform": HeUniform, "he_normal": HeNormal, "lecun_normal": LecunNormal,
-    "variance_scaling": VarianceScaling, "orthogonal": Orthogonal,
+    "variance_scaling": VarianceScaling, "orthogonal": Orthogonal, "lecun_uniform": LecunUniform,
+    "identity": Identity,
 }
 
 
@@ -175,15 +205,55 @@ def get(identifier, what="initializer"):
     raise LayerError(f"{what}: expected an initializer or one of {sorted(_BY_NAME)}, received {identifier!r}")
 
 
+def deserialize(config, custom_objects=None):
+    """The initializer of a ``serialize`` output (``{"class_name": ..., "config": {...}}``) or a Keras name;
+    ``custom_objects``: your own Initializer classes by name."""
+    if isinstance(config, dict) and custom_objects and config.get("class_name") in custom_objects:
+        return custom_objects[config["class_name"]](**config.get("config", {}))
+    if config is None:
+        raise LayerError("initializers.deserialize: expected an initializer's name or config, received None")
+    if isinstance(config, dict) and config.get("class_name") in _CLASSES:
+        config = {**config, "config": _drop_unset(config["class_name"], dict(config.get("config") or {}))}
+    return get(config, "initializers.deserialize")
+
+
+# what Keras writes in a config and flowlayers' classes do not take: kept out where unset (None)
+_KERAS_ONLY = ("seed", "input_axes", "output_axes")
+
+
+def _drop_unset(class_name, config):
+    takes = inspect.signature(_CLASSES[class_name]).parameters
+    for key in _KERAS_ONLY:
+        if key in config and key not in takes:
+            if config[key] is not None:
+                raise LayerError(f"initializers.deserialize: {class_name} takes no {key} in flowlayers (a "
+                                 f"variable's values come from its own seed); expected {key}=None, received "
+                                 f"{config[key]!r}")
+            del config[key]
+    return config
+
+
 def serialize(initializer):
     """JSON for ``initializer`` that ``get`` turns back into it; None stays None."""
     if initializer is None:
         return None
-    import inspect
-
     takes = inspect.signature(type(initializer)).parameters     # GlorotUniform, Zeros ... take none
     config = {k: v for k, v in initializer.get_config().items() if k in takes}
     return {"class_name": type(initializer).__name__, "config": config}
+
+
+# Keras 3's other names of its classes (``keras.initializers.glorot_uniform is GlorotUniform``); ``truncated_normal``
+# is OneFlow's factory below (``flow.truncated_normal(0.1)``), the Keras class being ``TruncatedNormal``
+IdentityInitializer, OrthogonalInitializer = Identity, Orthogonal
+constant, zeros, ones = Constant, Zeros, Ones
+random_uniform, random_normal, variance_scaling = RandomUniform, RandomNormal, VarianceScaling
+glorot_uniform, glorot_normal, he_uniform, he_normal = GlorotUniform, GlorotNormal, HeUniform, HeNormal
+lecun_uniform, lecun_normal, orthogonal, identity = LecunUniform, LecunNormal, Orthogonal, Identity
+
+
+def __getattr__(name):
+    """A Keras initializer flowlayers lacks: a LayerError naming it and what to use instead."""
+    return missing.refuse("initializers", name, LayerError, globals())
 
 
 # OneFlow-style factories

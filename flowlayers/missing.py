@@ -1,5 +1,6 @@
 """Keras 3 names that flowlayers' namespaces (``flow.ops``, ``flow.layers``, ``flow.models``, ``flow.callbacks``,
-``flow.utils``, ``flow.saving``, ``flow.random``, ``flow.datasets``, ``flow.constraints``) lack, and what to use
+``flow.losses``, ``flow.activations``, ``flow.initializers``, ``flow.metrics``, ``flow.optimizers``, ``flow.utils``,
+``flow.saving``, ``flow.random``, ``flow.datasets``, ``flow.constraints``) lack, and what to use
 instead: a namespace's module ``__getattr__`` calls ``refuse``, so ``from flowlayers.layers import GRU`` or
 ``flow.ops.nonzero`` is a FlowLayersError naming the Keras name and the nearest thing that exists, not a bare
 AttributeError.  A name listed here that a namespace later defines is found before ``__getattr__`` runs, so the
@@ -116,6 +117,16 @@ _CONSTRAINTS = ("weight constraints are not in flowlayers; layers refuse *_const
 _SAVING = {"KerasFileEditor": "open the .keras file with zipfile and h5py, or load it with flow.models.load_model",
            **{n: _UTILS[n] for n in ("serialize_keras_object", "deserialize_keras_object")}}
 
+_LOSSES = {
+    "CTC": "CTC is not in flowlayers", "ctc": "CTC is not in flowlayers",
+    **{n: "write a flow.losses.Loss whose call uses flow.ops (or pass compile a function of (y_true, y_pred))"
+       for n in ("Circle", "circle", "Dice", "dice", "Tversky", "tversky", "CategoricalGeneralizedCrossEntropy",
+                 "categorical_generalized_cross_entropy")},
+}
+
+_INITIALIZERS = {n: "STFT kernels are not in flowlayers; compute them with numpy and pass flow.initializers.Constant "
+                    "of each value, or set_weights" for n in ("STFT", "STFTInitializer", "stft")}
+
 TABLES = {"ops": _OPS, "layers": _LAYERS, "models": _MODELS, "callbacks": _CALLBACKS, "utils": _UTILS,
           "random": {n: _RANDOM for n in ("SeedGenerator beta binomial categorical dropout gamma normal randint "
                                          "shuffle truncated_normal uniform").split()},
@@ -123,7 +134,8 @@ TABLES = {"ops": _OPS, "layers": _LAYERS, "models": _MODELS, "callbacks": _CALLB
                                                              "fashion_mnist imdb mnist reuters").split()},
           "constraints": {n: _CONSTRAINTS for n in ("Constraint MaxNorm MinMaxNorm NonNeg UnitNorm deserialize get "
                                                    "max_norm min_max_norm non_neg serialize unit_norm").split()},
-          "saving": _SAVING, "optimizers": _OPTIMIZERS}
+          "saving": _SAVING, "optimizers": _OPTIMIZERS,
+          "losses": _LOSSES, "activations": {}, "initializers": _INITIALIZERS}
 
 
 # every public name of Keras 3.15's namespaces: one missing here without a hint above is named generically
@@ -215,6 +227,28 @@ KERAS_NAMES = {
     "optimizers": frozenset((
         "Adadelta Adafactor Adagrad Adam AdamW Adamax Ftrl Lamb Lion LossScaleOptimizer MultiOptimizer Muon Nadam "
         "Optimizer OptimizerMap RMSprop SGD ScheduleFreeAdamW deserialize get legacy schedules serialize"
+    ).split()),
+    "losses": frozenset((
+        "BinaryCrossentropy BinaryFocalCrossentropy CTC CategoricalCrossentropy CategoricalFocalCrossentropy "
+        "CategoricalGeneralizedCrossEntropy CategoricalHinge Circle CosineSimilarity Dice Hinge Huber KLDivergence "
+        "LogCosh Loss MeanAbsoluteError MeanAbsolutePercentageError MeanSquaredError MeanSquaredLogarithmicError "
+        "Poisson SparseCategoricalCrossentropy SquaredHinge Tversky binary_crossentropy binary_focal_crossentropy "
+        "categorical_crossentropy categorical_focal_crossentropy categorical_generalized_cross_entropy "
+        "categorical_hinge circle cosine_similarity ctc deserialize dice get hinge huber kl_divergence log_cosh "
+        "mean_absolute_error mean_absolute_percentage_error mean_squared_error mean_squared_logarithmic_error "
+        "poisson serialize sparse_categorical_crossentropy squared_hinge tversky"
+    ).split()),
+    "activations": frozenset((
+        "celu deserialize elu exponential gelu get glu hard_shrink hard_sigmoid hard_silu hard_swish hard_tanh "
+        "leaky_relu linear log_sigmoid log_softmax mish relu relu6 selu serialize sigmoid silu soft_shrink softmax "
+        "softplus softsign sparse_plus sparse_sigmoid sparsemax squareplus swish tanh tanh_shrink threshold"
+    ).split()),
+    "initializers": frozenset((
+        "Constant GlorotNormal GlorotUniform HeNormal HeUniform Identity IdentityInitializer Initializer LecunNormal "
+        "LecunUniform Ones Orthogonal OrthogonalInitializer RandomNormal RandomUniform STFT STFTInitializer "
+        "TruncatedNormal VarianceScaling Zeros constant deserialize get glorot_normal glorot_uniform he_normal "
+        "he_uniform identity lecun_normal lecun_uniform ones orthogonal random_normal random_uniform serialize stft "
+        "truncated_normal variance_scaling zeros"
     ).split()),
 }
 

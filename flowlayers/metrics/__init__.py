@@ -20,6 +20,7 @@ from .base import Deferred, Mean, MeanMetricWrapper, Metric, Sum, not_of_predict
 from .confusion import (AUC, F1Score, FalseNegatives, FalsePositives, FBetaScore, Precision,  # noqa: F401
                         PrecisionAtRecall, Recall, RecallAtPrecision, SensitivityAtSpecificity,
                         SpecificityAtSensitivity, TrueNegatives, TruePositives)
+from .hinge import CategoricalHinge, Hinge, SquaredHinge  # noqa: F401
 from .probabilistic import (BinaryCrossentropy, CategoricalCrossentropy, KLDivergence, Poisson,  # noqa: F401
                             SparseCategoricalCrossentropy, binary_crossentropy, categorical_crossentropy,
                             kl_divergence, poisson, sparse_categorical_crossentropy)
@@ -27,6 +28,12 @@ from .regression import (CosineSimilarity, LogCoshError, MeanAbsoluteError, Mean
                          MeanSquaredError, MeanSquaredLogarithmicError, R2Score, RootMeanSquaredError, log_cosh,
                          mean_absolute_error, mean_absolute_percentage_error, mean_squared_error,
                          mean_squared_logarithmic_error)
+
+# Keras' loss functions that are also its metric functions
+binary_focal_crossentropy, categorical_focal_crossentropy = losses.binary_focal_crossentropy, \
+    losses.categorical_focal_crossentropy
+hinge, squared_hinge, categorical_hinge, huber = losses.hinge, losses.squared_hinge, losses.categorical_hinge, \
+    losses.huber
 
 _CLASSES = [v for v in list(globals().values()) if isinstance(v, type) and issubclass(v, Metric)
             and v not in (Metric, Mean, Sum, MeanMetricWrapper)]
@@ -38,7 +45,8 @@ _CLASS_OF_FUNCTION = {
     mean_absolute_error: MeanAbsoluteError, mean_absolute_percentage_error: MeanAbsolutePercentageError,
     mean_squared_logarithmic_error: MeanSquaredLogarithmicError, log_cosh: LogCoshError,
     binary_crossentropy: BinaryCrossentropy, categorical_crossentropy: CategoricalCrossentropy,
-    sparse_categorical_crossentropy: SparseCategoricalCrossentropy, kl_divergence: KLDivergence, poisson: Poisson}
+    sparse_categorical_crossentropy: SparseCategoricalCrossentropy, kl_divergence: KLDivergence, poisson: Poisson,
+    hinge: Hinge, squared_hinge: SquaredHinge, categorical_hinge: CategoricalHinge}
 
 # Keras' names for a metric in compile(metrics=[...]): a class's name or its snake_case name, an alias
 _BY_NAME = {**{f.__name__: c for f, c in _CLASS_OF_FUNCTION.items()},
@@ -99,16 +107,10 @@ _IOU = ("its state is a confusion matrix of every class pair, which flowlayers d
         "IoU = tp / (tp + fp + fn) per class")
 _BATCHWISE = ("Keras averages it over batches, so its value depends on how the data is batched and split over "
               "devices; compute it with numpy on model.predict(x)")
-_HINGE = ("Keras decides from each batch whether labels are 0/1, a choice a split batch cannot make alike on "
-          "every device; use MeanMetricWrapper(fn) with labels given as -1/1")
 _MISSING = {
     **{name: _IOU for name in ("IoU", "BinaryIoU", "MeanIoU", "OneHotIoU", "OneHotMeanIoU")},
     **{name: _BATCHWISE for name in ("PearsonCorrelation", "ConcordanceCorrelation", "pearson_correlation",
                                      "concordance_correlation")},
-    **{name: _HINGE for name in ("Hinge", "SquaredHinge", "CategoricalHinge", "hinge", "squared_hinge",
-                                 "categorical_hinge")},
-    **{name: "use flow.metrics.MeanMetricWrapper(fn) with fn written with flowlayers ops"
-       for name in ("binary_focal_crossentropy", "categorical_focal_crossentropy", "huber")},
 }
 
 

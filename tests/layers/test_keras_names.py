@@ -1,6 +1,7 @@
 """Keras 3's names as a Keras program imports them: ``flow.layers.Input``/``InputLayer`` with Keras' signatures, an
-Embedding fed float ids as Keras casts them, and every Keras name of ``layers``, ``models``, ``ops`` and
-``callbacks`` either here or refused by name saying what to use instead."""
+Embedding fed float ids as Keras casts them, and every Keras name of ``layers``, ``models``, ``ops``, ``callbacks``,
+``losses``, ``activations``, ``initializers`` and ``metrics`` either here or refused by name saying what to use
+instead."""
 import inspect
 import os
 
@@ -77,6 +78,9 @@ def test_embedding_casts_float_ids_as_keras_and_checks_their_range():
     ("callbacks", "RemoteMonitor", flow.ConfigError, "keras.callbacks.RemoteMonitor to fit"),
     ("callbacks", "OrbaxCheckpoint", flow.ConfigError, "BackupAndRestore"),
     ("ops", "nonzero", flow.GraphError, "flow.ops.where"),
+    ("losses", "Dice", flow.ConfigError, "write a flow.losses.Loss"),
+    ("losses", "ctc", flow.ConfigError, "CTC is not in flowlayers"),
+    ("initializers", "STFTInitializer", flow.LayerError, "STFT kernels are not in flowlayers"),
 ])
 def test_a_keras_name_flowlayers_lacks_is_a_named_error(namespace, name, error, hint):
     pattern = rf"flow\.{namespace}\.{name}: Keras 3's keras\.{namespace}\.{name} is not in flowlayers; .*{hint}"
@@ -95,8 +99,9 @@ def test_no_hint_is_given_for_a_name_that_exists():
     assert not stale, stale
 
 
-@pytest.mark.parametrize("namespace", ["layers", "models", "ops", "callbacks", "utils", "saving", "random", "datasets",
-                                       "constraints"])
+@pytest.mark.parametrize("namespace", ["layers", "models", "ops", "callbacks", "losses", "activations",
+                                       "initializers", "metrics", "optimizers", "utils", "saving", "random",
+                                       "datasets", "constraints"])
 def test_every_keras_name_is_here_or_refused_by_name(namespace):
     missing = []
     for name in (n for n in dir(getattr(keras, namespace)) if not n.startswith("_")):

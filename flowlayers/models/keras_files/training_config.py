@@ -15,9 +15,10 @@ OPTIMIZERS = {cls.__name__: cls for cls in (optimizers_mod.SGD, optimizers_mod.A
                                              optimizers_mod.RMSprop, optimizers_mod.Adagrad, optimizers_mod.Adamax,
                                              optimizers_mod.Adadelta, optimizers_mod.Lion, optimizers_mod.Nadam,
                                              optimizers_mod.Ftrl)}
-LOSSES = {cls.__name__: cls for cls in (losses_mod.SparseCategoricalCrossentropy, losses_mod.CategoricalCrossentropy,
-                                         losses_mod.BinaryCrossentropy, losses_mod.MeanSquaredError,
-                                         losses_mod.MeanAbsoluteError)}
+#: every loss class of Keras' that flow.losses has (with Keras' names and configs)
+LOSSES = {name: cls for name, cls in vars(losses_mod).items() if isinstance(cls, type)
+          and issubclass(cls, losses_mod.Loss) and name == cls.__name__
+          and cls not in (losses_mod.Loss, losses_mod.LossFunctionWrapper)}
 #: every metric class of Keras' that compile takes here (flow.metrics' classes carry Keras' names and configs)
 METRICS = {name: cls for name, cls in vars(metrics_mod).items() if isinstance(cls, type)
            and issubclass(cls, metrics_mod.Metric) and name == cls.__name__
@@ -35,7 +36,6 @@ KERAS_OPTIMIZER_EXTRAS = {"use_ema": False, "ema_momentum": 0.99, "ema_overwrite
 LOSS_NEUTRAL = {"reduction": ("sum_over_batch_size", "auto"), "ignore_class": (None,), "dtype": (None, "float32"),
                 "label_smoothing": (0.0,), "axis": (-1,)}
 METRIC_NEUTRAL = {"dtype": (None, "float32")}
-CROSSENTROPIES = ("SparseCategoricalCrossentropy", "CategoricalCrossentropy", "BinaryCrossentropy")
 
 
 # Writing -------------------------------------------------------------------
@@ -90,12 +90,7 @@ def _loss(loss):
     name = type(loss).__name__
     if type(loss) not in LOSSES.values():
         raise _NoWords(f"loss {loss.name!r} is a {name}, not one of Keras' {sorted(LOSSES)}")
-    config = {"name": loss.name, "reduction": "sum_over_batch_size"}
-    if name in CROSSENTROPIES:
-        config["from_logits"] = loss.from_logits
-    elif loss.from_logits:
-        raise _NoWords(f"loss {loss.name!r} ({name}) has from_logits=True, which Keras' {name} does not take")
-    return _object("keras.losses", name, config)
+    return _object("keras.losses", name, loss.get_config())
 
 
 def _metric(metric, loss, head=None):

@@ -1,0 +1,76 @@
+"""Keras 3's initializer names: the lowercase names are the classes themselves (as in Keras), LecunUniform draws
+Keras' distribution, Identity gives Keras' exact matrix, deserialize takes Keras' saved form, and a Keras name
+flowlayers lacks is refused by name."""
+import os
+
+import numpy as np
+import pytest
+
+import flowlayers as flow
+from conftest import BACKEND
+
+os.environ.setdefault("KERAS_BACKEND", "jax" if BACKEND == "jax" else "tensorflow")
+import keras  # noqa: E402
+
+ALIASES = ["constant", "glorot_normal", "glorot_uniform", "he_normal", "he_uniform", "lecun_normal", "lecun_uniform",
+           "ones", "zeros", "orthogonal", "random_normal", "random_uniform", "variance_scaling", "identity",
+           "IdentityInitializer", "OrthogonalInitializer"]
+
+
+@pytest.mark.parametrize("name", ALIASES)
+def test_each_keras_alias_is_the_class_keras_makes_it(name):
+    ours, theirs = getattr(flow.initializers, name), getattr(keras.initializers, name)
+    assert isinstance(ours, type) and ours.__name__ == theirs.__name__
+    assert getattr(flow.initializers, theirs.__name__) is ours
+
+
+def _dense_kernel(initializer, units=3, inputs=4, view="mirrored", n=1):
+    flow.config.set_view(view)
+    flow.config.gpu_device_num(n)
+    flow.clear_session()
+    x = flow.Input((inputs,))
+    layer = flow.layers.Dense(units, kernel_initializer=initializer)
+    layer(x)
+    return layer.get_weights()[0]
+
+
+@pytest.mark.parametrize("units, inputs", [(3, 4), (5, 2), (4, 4)])
+def test_identity_is_keras_exact_matrix(units, inputs):
+    for gain in (1.0, 2.5):
+        np.testing.assert_array_equal(_dense_kernel(flow.initializers.Identity(gain), units, inputs),
+                                      keras.initializers.Identity(gain)((inputs, units)))
+    np.testing.assert_array_equal(_dense_kernel("identity", units, inputs, "consistent", 2), np.eye(inputs, units))
+
+
+def test_identity_refuses_a_shape_that_is_not_a_matrix():
+    flow.clear_session()
+    x = flow.Input((6, 6, 2))
+    layer = flow.layers.Conv2D(4, 3, kernel_initializer="identity")
+    layer(x)
+    with pytest.raises(flow.LayerError, match=r"Identity initializer: expected a 2-D shape .* \(3, 3, 2, 4\)"):
+        layer.get_weights()
+
+
+def test_lecun_uniform_draws_keras_distribution():
+    ours = _dense_kernel(flow.initializers.lecun_uniform(), units=300, inputs=200)
+    theirs = np.asarray(keras.initializers.LecunUniform(seed=1)((200, 300)))
+    limit = np.sqrt(3.0 / 200)
+    assert np.abs(ours).max() <= limit and np.abs(ours).max() > 0.99 * limit
+    assert abs(ours.std() - theirs.std()) < 0.02 * theirs.std() and abs(ours.mean()) < 0.01 * limit * 10
+
+
+def test_deserialize_takes_keras_saved_form():
+    saved = keras.initializers.serialize(keras.initializers.VarianceScaling(2.0, "fan_out", "uniform"))
+    made = flow.initializers.deserialize(saved)
+    assert isinstance(made, flow.initializers.VarianceScaling) and (made.scale, made.mode) == (2.0, "fan_out")
+    assert isinstance(flow.initializers.deserialize("lecun_uniform"), flow.initializers.LecunUniform)
+    again = flow.initializers.deserialize(flow.initializers.serialize(flow.initializers.Identity(3.0)))
+    assert isinstance(again, flow.initializers.Identity) and again.gain == 3.0
+    with pytest.raises(flow.LayerError, match=r"initializers.deserialize: expected an initializer .* 'nope'"):
+        flow.initializers.deserialize("nope")
+
+
+def test_a_keras_initializer_flowlayers_lacks_is_refused_by_name():
+    with pytest.raises(flow.LayerError, match=r"flow\.initializers\.STFT: Keras 3's keras\.initializers\.STFT is "
+                                              r"not in flowlayers"):
+        flow.initializers.STFT
