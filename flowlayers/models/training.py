@@ -1,4 +1,4 @@
-"""The loops behind ``fit``, ``evaluate`` and ``predict``: host batches in, exact averages out."""
+"""The loops behind ``fit``, ``evaluate`` and ``predict``: the EpochIterator's batches in, exact averages out."""
 import warnings
 
 import numpy as np
