@@ -1,13 +1,14 @@
 """``fit``, ``evaluate``, ``predict`` and ``*_on_batch`` of a model with its own ``train_step`` / ``test_step`` /
 ``predict_step``: batches of the data's elements through the traced step's stages (``custom_steps.Stages``), the
 logs its step returns handed to the callbacks, Keras' way (``model.metrics`` reset at each epoch)."""
-import itertools
+import functools
 
 import numpy as np
 
 from .. import callbacks as callbacks_mod, engine
 from ..errors import InputError
 from . import custom_steps, data_adapter as da, training
+from .epoch_iterator import EpochIterator, split_validation
 from .running import alone
 
 
@@ -29,39 +30,34 @@ def _step(what):
         else "train_step"
 
 
-class _Source:
-    """The batches of what ``fit``/``evaluate``/``predict`` received, each the flat arrays of one element, and
-    the element's structure."""
+def _epochs(x, y, sample_weight, batch_size, shuffle, seed, steps, what):
+    """The EpochIterator of what ``fit``/``evaluate``/``predict`` received: per batch the element's structure and
+    its flat arrays, at most ``steps`` batches an epoch."""
+    if da.is_stream(x):
+        if y is not None or sample_weight is not None:
+            raise InputError(f"{what}: y and sample_weight expected None with x a {type(x).__name__} (its "
+                             f"elements carry them)")
+        return EpochIterator(da.adapter(x, what, shuffle=shuffle, seed=seed, steps_per_epoch=steps), _flat, steps)
+    element = custom_steps.pack(x, y, sample_weight)
+    arrays = [np.asarray(a) for a in custom_steps.leaves(element)]
+    if not arrays or any(len(a) != len(arrays[0]) for a in arrays) or any(a.ndim == 0 for a in arrays):
+        raise InputError(f"{what}: expected arrays of one length (one row per sample), received shapes "
+                         f"{[a.shape for a in arrays]}")
+    if not len(arrays[0]):
+        raise InputError(f"{what}: expected at least one sample, received arrays of 0 samples")
+    adapter = da.adapter(x, what, training._batch_size(batch_size, what), shuffle, seed, arrays=arrays)
+    return EpochIterator(adapter, functools.partial(_structured, element), steps)
 
-    def __init__(self, x, y, sample_weight, batch_size, shuffle, seed, steps, what):
-        if da.is_stream(x):
-            if y is not None or sample_weight is not None:
-                raise InputError(f"{what}: y and sample_weight expected None with x a {type(x).__name__} (its "
-                                 f"elements carry them)")
-            self.adapter, self.element = da.adapter(x, what, shuffle=shuffle, seed=seed, steps_per_epoch=steps), None
-        else:
-            self.element = custom_steps.pack(x, y, sample_weight)
-            arrays = [np.asarray(a) for a in custom_steps.leaves(self.element)]
-            if not arrays or any(len(a) != len(arrays[0]) for a in arrays) or any(a.ndim == 0 for a in arrays):
-                raise InputError(f"{what}: expected arrays of one length (one row per sample), received shapes "
-                                 f"{[a.shape for a in arrays]}")
-            if not len(arrays[0]):
-                raise InputError(f"{what}: expected at least one sample, received arrays of 0 samples")
-            self.adapter = da.adapter(x, what, training._batch_size(batch_size, what), shuffle, seed, arrays=arrays)
-        self.what = what
 
-    @property
-    def steps(self):
-        return self.adapter.steps
+def _structured(element, batch):
+    """A batch of the arrays of ``element``: ``(element, its arrays)``."""
+    return element, list(batch)
 
-    def epoch(self, epoch):
-        """``(element structure, flat arrays)`` per batch."""
-        for batch in self.adapter.epoch(epoch):
-            if self.element is not None:
-                yield self.element, list(batch)
-            else:
-                item = _numpy(batch)
-                yield item, [np.asarray(a) for a in custom_steps.leaves(item)]
+
+def _flat(item):
+    """A stream's element: ``(element as numpy arrays, its flat arrays)``."""
+    item = _numpy(item)
+    return item, [np.asarray(a) for a in custom_steps.leaves(item)]
 
 
 def _numpy(item):
@@ -114,10 +110,9 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
             raise InputError(f"{what}: epochs expected a non-negative int, received {epochs!r}")
         training.checked_steps(steps_per_epoch, what, "steps_per_epoch")
         placement = engine.placement()
-        source = _Source(x, y, sample_weight, batch_size, shuffle, placement.seed, steps_per_epoch, what)
-        steps = source.steps if steps_per_epoch is None else min(source.steps or steps_per_epoch, steps_per_epoch)
+        data = _epochs(x, y, sample_weight, batch_size, shuffle, placement.seed, steps_per_epoch, what)
         history = callbacks_mod.History()
-        cbs = training._callback_list(model, callbacks, verbose, {"epochs": epochs, "steps": steps,
+        cbs = training._callback_list(model, callbacks, verbose, {"epochs": epochs, "steps": data.steps,
                                                                   "verbose": verbose}, history)
         model.history, model.stop_training = history, False
         step = _Stepper(model, "train", placement)
@@ -126,7 +121,7 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
             _reset(model)
             cbs.on_epoch_begin(epoch, {})
             logs = {}
-            for k, (element, arrays) in enumerate(itertools.islice(source.epoch(epoch), steps_per_epoch)):
+            for k, (element, arrays) in enumerate(data.batches(epoch)):
                 cbs.on_train_batch_begin(k, logs)
                 logs = step(element, arrays)
                 cbs.on_train_batch_end(k, logs)
@@ -135,7 +130,7 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
             if not logs:
                 raise InputError(f"{what}: x expected at least one batch in epoch {epoch + 1}, received none")
             if validation_data is not None:
-                val_x, val_y, *val_w = training._split_validation(validation_data, what)
+                val_x, val_y, *val_w = split_validation(validation_data, what)
                 val = model.evaluate(val_x, val_y, sample_weight=(val_w or [None])[0], batch_size=batch_size,
                                      verbose=0, return_dict=True)
                 logs = {**logs, **{f"val_{k}": v for k, v in val.items()}}
@@ -151,13 +146,13 @@ def evaluate(model, x, y, sample_weight, batch_size, verbose, callbacks, return_
         what = f"Model {model.name!r}.evaluate"
         _refuse(model, what)
         placement = engine.placement()
-        source = _Source(x, y, sample_weight, batch_size, False, placement.seed, steps, what)
+        data = _epochs(x, y, sample_weight, batch_size, False, placement.seed, steps, what)
         cbs = training._callback_list(model, callbacks, verbose, {"verbose": verbose, "epochs": 1,
-                                                                  "steps": source.steps})
+                                                                  "steps": data.batches_per_pass})
         step, logs = _Stepper(model, "eval", placement), {}
         _reset(model)
         cbs.on_test_begin({})
-        for k, (element, arrays) in enumerate(itertools.islice(source.epoch(0), steps)):
+        for k, (element, arrays) in enumerate(data.batches(0)):
             cbs.on_test_batch_begin(k, logs)
             logs = step(element, arrays)
             cbs.on_test_batch_end(k, logs)
@@ -172,12 +167,12 @@ def predict(model, x, batch_size, verbose, callbacks, steps):
         what = f"Model {model.name!r}.predict"
         _refuse(model, what)
         placement = engine.placement()
-        source = _Source(x, None, None, batch_size, False, placement.seed, steps, what)
+        data = _epochs(x, None, None, batch_size, False, placement.seed, steps, what)
         step, outputs, structure = _Stepper(model, "predict", placement), [], None
         cbs = training._callback_list(model, callbacks, verbose, {"verbose": verbose, "epochs": 1,
-                                                                  "steps": source.steps})
+                                                                  "steps": data.batches_per_pass})
         cbs.on_predict_begin({})
-        for k, (element, arrays) in enumerate(itertools.islice(source.epoch(0), steps)):
+        for k, (element, arrays) in enumerate(data.batches(0)):
             cbs.on_predict_batch_begin(k, {})
             stages = step.traced(element, arrays)
             outputs.append(stages.run(arrays))
@@ -197,10 +192,10 @@ def on_batch(model, x, y, sample_weight, train, return_dict):
         what = f"Model {model.name!r}.{method}"
         _refuse(model, what)
         placement = engine.placement()
-        source = _Source(x, y, sample_weight, len(training.first_array(x)) or 1, False, placement.seed, None, what)
+        data = _epochs(x, y, sample_weight, len(training.first_array(x)) or 1, False, placement.seed, None, what)
         _reset(model)
         logs = {}
-        for element, arrays in source.epoch(0):
+        for element, arrays in data.batches(0):
             logs = _Stepper(model, "train" if train else "eval", placement)(element, arrays)
         return logs if return_dict else _values(logs)
 

@@ -10,13 +10,12 @@ class Adapter:
     """Batches for ``fit``/``evaluate``/``predict`` from one kind of data, epoch by epoch (Keras' data adapters).
 
     ``epoch(e)`` iterates the data of epoch ``e`` (from 0): host batches (arrays) or the source's own elements
-    ``x``, ``(x,)``, ``(x, y)`` or ``(x, y, sample_weight)``, which the training loop converts.  ``replay(epochs)``
+    ``x``, ``(x,)``, ``(x, y)`` or ``(x, y, sample_weight)``, which the EpochIterator checks.  ``replay(epochs)``
     brings the source to where it was after ``epochs`` epochs, so that a resumed run takes the very same batches.
     """
     steps = None          # batches per epoch, when known
     batch_size = None     # arrays: what a resumed run must use again
     description = None    # datasets: their elements, which a resumed run must find again
-    converted = False     # whether ``epoch`` yields checked host batches already (arrays)
 
     def epoch(self, epoch):
         raise NotImplementedError
@@ -28,7 +27,6 @@ class Adapter:
 class ArrayAdapter(Adapter):
     """Checked arrays (inputs, labels, weights) in batches of ``batch_size``; shuffled each epoch by
     ``rng([seed, epoch])``, so a resumed epoch has its original order."""
-    converted = True
 
     def __init__(self, arrays, batch_size, shuffle, seed):
         self.arrays, self.batch_size, self.shuffle, self.seed = arrays, batch_size, shuffle, seed
@@ -37,6 +35,17 @@ class ArrayAdapter(Adapter):
     def epoch(self, epoch):
         order = epoch_order(self.seed, epoch, len(self.arrays[0])) if self.shuffle else None
         return batches(self.arrays, self.batch_size, order)
+
+
+class WholeAdapter(Adapter):
+    """Checked arrays as one batch, as they are (``train_on_batch``)."""
+    steps = 1
+
+    def __init__(self, arrays):
+        self.arrays = arrays
+
+    def epoch(self, epoch):
+        return iter([tuple(self.arrays)])
 
 
 class DatasetAdapter(Adapter):
