@@ -89,6 +89,8 @@ TARGETS = {
     "flowlayers/callbacks/learning_rate.py": [T + "callbacks"],
     "flowlayers/callbacks/model_checkpoint.py": [T + "callbacks"],
     "flowlayers/utils/arrays.py": [T + "test_keras_utils.py"],
+    "flowlayers/models/epoch_iterator.py": [T + "models/test_epoch_iterator.py", T + "models/test_data_adapters.py",
+                                            T + "models/test_steps_per_execution.py"],
     "flowlayers/registry.py": [T + "test_keras_utils.py"],
     "flowlayers/train.py": CHECKPOINT_TESTS,
     # the user-error checks
