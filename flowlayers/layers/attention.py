@@ -5,8 +5,10 @@
 
 Weights ``<name>/query/kernel`` ``(model_dim, heads, key_dim)`` and ``query/bias`` ``(heads, key_dim)``, likewise
 ``key`` and ``value``, then ``attention_output/kernel`` ``(heads, value_dim, out)`` and its bias: Keras' paths
-and shapes, so its layout rules (heads split over ``model``) carry over.  Every product is a ``flow.einsum``,
-whose signatures come from its equation.
+and shapes, so its layout rules (heads split over ``model``) carry over.  Every projection is a ``flow.einsum``,
+whose signatures come from its equation.  The attention itself is one fused op (``flow.ops.dot_product_attention``:
+the engine's fused kernel) wherever Keras 3 takes it: with no dropout and no attention scores returned; otherwise it
+is composed of einsums and a softmax, as Keras composes it.
 """
 import math
 
@@ -14,7 +16,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import LayerError, ShapeError, describe_shape
-from ..ops import elementwise as ew, nn
+from ..ops import attention, elementwise as ew, nn
 from ..ops.einsum import einsum
 from ..ops.shape import reshape
 from .base import Layer
@@ -24,8 +26,8 @@ LARGE_NEGATIVE = -1e9       # what Keras' masked softmax adds where the mask is 
 
 class MultiHeadAttention(Layer):
     def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True, output_shape=None,
-                 attention_axes=None, kernel_initializer="glorot_uniform", bias_initializer="zeros",
-                 kernel_regularizer=None, bias_regularizer=None, seed=None, **kwargs):
+                 attention_axes=None, flash_attention=None, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None, seed=None, **kwargs):
         super().__init__(**kwargs)
         what = f"layer {self.name!r} (MultiHeadAttention)"
         for arg, v in (("num_heads", num_heads), ("key_dim", key_dim), ("value_dim", value_dim or key_dim)):
@@ -36,6 +38,11 @@ class MultiHeadAttention(Layer):
         if attention_axes is not None:
             raise LayerError(f"{what}: attention_axes={attention_axes!r} is not supported; expected None (attention "
                              f"over the sequence axis)")
+        if flash_attention is not None and not isinstance(flash_attention, bool):
+            raise LayerError(f"{what}: flash_attention expected None, True or False, received {flash_attention!r}")
+        if flash_attention and dropout:
+            raise LayerError(f"{what}: flash_attention=True expected dropout=0.0 (a flash kernel has no dropout, as "
+                             f"in Keras), received dropout={dropout!r}")
         if isinstance(output_shape, (tuple, list)) and len(output_shape) == 1:
             output_shape = output_shape[0]
         if output_shape is not None and (isinstance(output_shape, bool) or not isinstance(output_shape, int)
@@ -43,6 +50,7 @@ class MultiHeadAttention(Layer):
             raise LayerError(f"{what}: output_shape expected None or a positive int, received {output_shape!r}")
         self.num_heads, self.key_dim, self.value_dim = num_heads, key_dim, value_dim or key_dim
         self.dropout, self.use_bias, self.output_shape, self.seed = float(dropout), use_bias, output_shape, seed
+        self.flash_attention = flash_attention
         self.keep_kernel_and_bias(kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer)
 
     def __call__(self, query, value=None, key=None, attention_mask=None, use_causal_mask=False, training=None,
@@ -65,6 +73,10 @@ class MultiHeadAttention(Layer):
             if getattr(blob, "ndim", 3) != 3:
                 raise ShapeError(f"layer {self.name!r} (MultiHeadAttention): {what} expected shape (batch, seq, "
                                  f"features), received {describe_shape(blob.shape)}")
+        if self.flash_attention and return_attention_scores:
+            raise LayerError(f"layer {self.name!r} (MultiHeadAttention): return_attention_scores=True expected "
+                             f"flash_attention None or False (a flash kernel keeps no scores, as in Keras), "
+                             f"received flash_attention=True")
         return super().__call__(inputs, training=training, use_causal_mask=bool(use_causal_mask),
                                 return_attention_scores=bool(return_attention_scores))
 
@@ -90,22 +102,35 @@ class MultiHeadAttention(Layer):
 
     def call(self, inputs, training=None, use_causal_mask=False, return_attention_scores=False):
         query, value, key, *mask = inputs
-        q = self._project(query, "abc,cde->abde", self.query_kernel, self.query_bias) * (1.0 / math.sqrt(
-            self.key_dim))
+        q = self._project(query, "abc,cde->abde", self.query_kernel, self.query_bias)
         k = self._project(key, "abc,cde->abde", self.key_kernel, self.key_bias)
         v = self._project(value, "abc,cde->abde", self.value_kernel, self.value_bias)
-        scores = einsum("aecd,abcd->acbe", k, q)                 # (batch, heads, q_seq, v_seq)
-        allowed = self._allowed(query, value, mask[0] if mask else None, use_causal_mask)
+        mask = mask[0] if mask else None
+        if self.dropout or return_attention_scores:            # Keras' choice of its composed form
+            attended, probs = self._composed(q, k, v, query, value, mask, use_causal_mask, training)
+        else:
+            attended, probs = self._fused(q, k, v, mask, use_causal_mask), None
+        out = self._project(attended, "abcd,cde->abe", self.output_kernel, self.output_bias)
+        return (out, probs) if return_attention_scores else out
+
+    def _fused(self, q, k, v, mask, causal):
+        """One dot_product_attention op; the mask ``(batch, q_seq, v_seq)`` shared by the heads."""
+        if mask is not None:
+            mask = reshape(ew.cast(mask, dtypes.bool_), (mask.shape[0], 1) + mask.shape[1:])
+        return attention.dot_product_attention(q, k, v, mask=mask, scale=1.0 / math.sqrt(self.key_dim),
+                                               is_causal=causal, flash_attention=self.flash_attention)
+
+    def _composed(self, q, k, v, query, value, mask, causal, training):
+        """Keras' einsums and masked softmax: the attention probabilities are kept (returned, or dropped out)."""
+        scores = einsum("aecd,abcd->acbe", k, q * (1.0 / math.sqrt(self.key_dim)))    # (batch, heads, q_seq, v_seq)
+        allowed = self._allowed(query, value, mask, causal)
         if allowed is not None:
             large = -3e4 if scores.dtype == dtypes.float16 else LARGE_NEGATIVE    # Keras': -1e9 is -inf in float16
             allowed = allowed if allowed.dtype == scores.dtype else ew.cast(allowed, scores.dtype)
             scores = scores + (1.0 - allowed) * large
         probs = nn.softmax(scores, axis=-1)
-        if self.dropout:
-            probs = nn.dropout(probs, self.dropout, training=training, seed=self.seed)
-        attended = einsum("acbe,aecd->abcd", probs, v)           # (batch, q_seq, heads, value_dim)
-        out = self._project(attended, "abcd,cde->abe", self.output_kernel, self.output_bias)
-        return (out, probs) if return_attention_scores else out
+        dropped = nn.dropout(probs, self.dropout, training=training, seed=self.seed) if self.dropout else probs
+        return einsum("acbe,aecd->abcd", dropped, v), probs          # (batch, q_seq, heads, value_dim)
 
     def _allowed(self, query, value, mask, causal):
         """1.0 where a query may attend to a value, else 0.0, shaped to broadcast over the heads; None: all."""
@@ -125,6 +150,7 @@ class MultiHeadAttention(Layer):
     def get_config(self):
         return {**super().get_config(), "num_heads": self.num_heads, "key_dim": self.key_dim,
                 "value_dim": self.value_dim, "dropout": self.dropout, "use_bias": self.use_bias,
-                "output_shape": self.output_shape, "attention_axes": None, "seed": self.seed,
+                "output_shape": self.output_shape, "attention_axes": None, "flash_attention": self.flash_attention,
+                "seed": self.seed,
                 **self.kernel_and_bias_config()}
 
