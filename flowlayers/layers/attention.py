@@ -7,8 +7,8 @@ Weights ``<name>/query/kernel`` ``(model_dim, heads, key_dim)`` and ``query/bias
 ``key`` and ``value``, then ``attention_output/kernel`` ``(heads, value_dim, out)`` and its bias: Keras' paths
 and shapes, so its layout rules (heads split over ``model``) carry over.  Every projection is a ``flow.einsum``,
 whose signatures come from its equation.  The attention itself is one fused op (``flow.ops.dot_product_attention``:
-the engine's fused kernel) wherever Keras 3 takes it: with no dropout and no attention scores returned; otherwise it
-is composed of einsums and a softmax, as Keras composes it.
+the engine's fused kernel, which the engine picks as for ``flash_attention=None``) wherever Keras 3 takes it: with no
+dropout and no attention scores returned; otherwise it is composed of einsums and a softmax, as Keras composes it.
 """
 import math
 
@@ -26,8 +26,8 @@ LARGE_NEGATIVE = -1e9       # what Keras' masked softmax adds where the mask is 
 
 class MultiHeadAttention(Layer):
     def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True, output_shape=None,
-                 attention_axes=None, flash_attention=None, kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None, seed=None, **kwargs):
+                 attention_axes=None, kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 kernel_regularizer=None, bias_regularizer=None, seed=None, **kwargs):
         super().__init__(**kwargs)
         what = f"layer {self.name!r} (MultiHeadAttention)"
         for arg, v in (("num_heads", num_heads), ("key_dim", key_dim), ("value_dim", value_dim or key_dim)):
@@ -38,11 +38,6 @@ class MultiHeadAttention(Layer):
         if attention_axes is not None:
             raise LayerError(f"{what}: attention_axes={attention_axes!r} is not supported; expected None (attention "
                              f"over the sequence axis)")
-        if flash_attention is not None and not isinstance(flash_attention, bool):
-            raise LayerError(f"{what}: flash_attention expected None, True or False, received {flash_attention!r}")
-        if flash_attention and dropout:
-            raise LayerError(f"{what}: flash_attention=True expected dropout=0.0 (a flash kernel has no dropout, as "
-                             f"in Keras), received dropout={dropout!r}")
         if isinstance(output_shape, (tuple, list)) and len(output_shape) == 1:
             output_shape = output_shape[0]
         if output_shape is not None and (isinstance(output_shape, bool) or not isinstance(output_shape, int)
@@ -50,7 +45,6 @@ class MultiHeadAttention(Layer):
             raise LayerError(f"{what}: output_shape expected None or a positive int, received {output_shape!r}")
         self.num_heads, self.key_dim, self.value_dim = num_heads, key_dim, value_dim or key_dim
         self.dropout, self.use_bias, self.output_shape, self.seed = float(dropout), use_bias, output_shape, seed
-        self.flash_attention = flash_attention
         self.keep_kernel_and_bias(kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer)
 
     def __call__(self, query, value=None, key=None, attention_mask=None, use_causal_mask=False, training=None,
@@ -73,10 +67,6 @@ class MultiHeadAttention(Layer):
             if getattr(blob, "ndim", 3) != 3:
                 raise ShapeError(f"layer {self.name!r} (MultiHeadAttention): {what} expected shape (batch, seq, "
                                  f"features), received {describe_shape(blob.shape)}")
-        if self.flash_attention and return_attention_scores:
-            raise LayerError(f"layer {self.name!r} (MultiHeadAttention): return_attention_scores=True expected "
-                             f"flash_attention None or False (a flash kernel keeps no scores, as in Keras), "
-                             f"received flash_attention=True")
         return super().__call__(inputs, training=training, use_causal_mask=bool(use_causal_mask),
                                 return_attention_scores=bool(return_attention_scores))
 
@@ -118,7 +108,7 @@ class MultiHeadAttention(Layer):
         if mask is not None:
             mask = reshape(ew.cast(mask, dtypes.bool_), (mask.shape[0], 1) + mask.shape[1:])
         return attention.dot_product_attention(q, k, v, mask=mask, scale=1.0 / math.sqrt(self.key_dim),
-                                               is_causal=causal, flash_attention=self.flash_attention)
+                                               is_causal=causal)
 
     def _composed(self, q, k, v, query, value, mask, causal, training):
         """Keras' einsums and masked softmax: the attention probabilities are kept (returned, or dropped out)."""
@@ -150,7 +140,6 @@ class MultiHeadAttention(Layer):
     def get_config(self):
         return {**super().get_config(), "num_heads": self.num_heads, "key_dim": self.key_dim,
                 "value_dim": self.value_dim, "dropout": self.dropout, "use_bias": self.use_bias,
-                "output_shape": self.output_shape, "attention_axes": None, "flash_attention": self.flash_attention,
-                "seed": self.seed,
+                "output_shape": self.output_shape, "attention_axes": None, "seed": self.seed,
                 **self.kernel_and_bias_config()}
 

@@ -53,6 +53,9 @@ def _infer(inputs, attrs):
     q, k, v = inputs[:3]
     _check_qkv(q, k, v)
     bias, mask = _extras(inputs, attrs)
+    if attrs["is_causal"] and (q.shape[1] is None or k.shape[1] is None):
+        raise ShapeError(f"{WHAT}: is_causal expected known query and key lengths, received query "
+                         f"{describe_shape(q.shape)} and key {describe_shape(k.shape)}")
     target = (q.shape[0], q.shape[2], q.shape[1], k.shape[1])
     if bias is not None:
         _check_broadcast("bias", bias, target)
