@@ -208,10 +208,10 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
                          f"expected None, received {attn_logits_soft_cap!r}")
     tensors = [t for t in (query, key, value, bias, mask) if t is not None]
     if not symbolic(*tensors):
-        if flash_attention:
-            raise GraphError("flow.ops.dot_product_attention(flash_attention=True): on numpy arrays it computes "
-                             "with numpy, which has no flash kernel; expected flash_attention None or False, "
-                             "received True")
+        if flash_attention is not None and flash_attention is not False:
+            raise GraphError(f"flow.ops.dot_product_attention(flash_attention={flash_attention!r}): on numpy arrays "
+                             f"it computes with numpy, which has no flash kernel; expected flash_attention None or "
+                             f"False, received {flash_attention!r}")
         return _host_attention(query, key, value, bias, mask, scale, is_causal)
     q, k, v = promoted(query, key, value)
     for name, t in (("query", q), ("key", k), ("value", v)):
