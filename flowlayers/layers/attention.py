@@ -5,8 +5,10 @@
 
 Weights ``<name>/query/kernel`` ``(model_dim, heads, key_dim)`` and ``query/bias`` ``(heads, key_dim)``, likewise
 ``key`` and ``value``, then ``attention_output/kernel`` ``(heads, value_dim, out)`` and its bias: Keras' paths
-and shapes, so its layout rules (heads split over ``model``) carry over.  Every product is a ``flow.einsum``,
-whose signatures come from its equation.
+and shapes, so its layout rules (heads split over ``model``) carry over.  Every projection is a ``flow.einsum``,
+whose signatures come from its equation.  The attention itself is one fused op (``flow.ops.dot_product_attention``:
+the engine's fused kernel, which the engine picks as for ``flash_attention=None``) wherever Keras 3 takes it: with no
+dropout and no attention scores returned; otherwise it is composed of einsums and a softmax, as Keras composes it.
 """
 import math
 
@@ -14,7 +16,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import LayerError, ShapeError, describe_shape
-from ..ops import elementwise as ew, nn
+from ..ops import attention, elementwise as ew, nn
 from ..ops.einsum import einsum
 from ..ops.shape import reshape
 from .base import Layer
@@ -90,22 +92,35 @@ class MultiHeadAttention(Layer):
 
     def call(self, inputs, training=None, use_causal_mask=False, return_attention_scores=False):
         query, value, key, *mask = inputs
-        q = self._project(query, "abc,cde->abde", self.query_kernel, self.query_bias) * (1.0 / math.sqrt(
-            self.key_dim))
+        q = self._project(query, "abc,cde->abde", self.query_kernel, self.query_bias)
         k = self._project(key, "abc,cde->abde", self.key_kernel, self.key_bias)
         v = self._project(value, "abc,cde->abde", self.value_kernel, self.value_bias)
-        scores = einsum("aecd,abcd->acbe", k, q)                 # (batch, heads, q_seq, v_seq)
-        allowed = self._allowed(query, value, mask[0] if mask else None, use_causal_mask)
+        mask = mask[0] if mask else None
+        if self.dropout or return_attention_scores:            # Keras' choice of its composed form
+            attended, probs = self._composed(q, k, v, query, value, mask, use_causal_mask, training)
+        else:
+            attended, probs = self._fused(q, k, v, mask, use_causal_mask), None
+        out = self._project(attended, "abcd,cde->abe", self.output_kernel, self.output_bias)
+        return (out, probs) if return_attention_scores else out
+
+    def _fused(self, q, k, v, mask, causal):
+        """One dot_product_attention op; the mask ``(batch, q_seq, v_seq)`` shared by the heads."""
+        if mask is not None:
+            mask = reshape(ew.cast(mask, dtypes.bool_), (mask.shape[0], 1) + mask.shape[1:])
+        return attention.dot_product_attention(q, k, v, mask=mask, scale=1.0 / math.sqrt(self.key_dim),
+                                               is_causal=causal)
+
+    def _composed(self, q, k, v, query, value, mask, causal, training):
+        """Keras' einsums and masked softmax: the attention probabilities are kept (returned, or dropped out)."""
+        scores = einsum("aecd,abcd->acbe", k, q * (1.0 / math.sqrt(self.key_dim)))    # (batch, heads, q_seq, v_seq)
+        allowed = self._allowed(query, value, mask, causal)
         if allowed is not None:
             large = -3e4 if scores.dtype == dtypes.float16 else LARGE_NEGATIVE    # Keras': -1e9 is -inf in float16
             allowed = allowed if allowed.dtype == scores.dtype else ew.cast(allowed, scores.dtype)
             scores = scores + (1.0 - allowed) * large
         probs = nn.softmax(scores, axis=-1)
-        if self.dropout:
-            probs = nn.dropout(probs, self.dropout, training=training, seed=self.seed)
-        attended = einsum("acbe,aecd->abcd", probs, v)           # (batch, q_seq, heads, value_dim)
-        out = self._project(attended, "abcd,cde->abe", self.output_kernel, self.output_bias)
-        return (out, probs) if return_attention_scores else out
+        dropped = nn.dropout(probs, self.dropout, training=training, seed=self.seed) if self.dropout else probs
+        return einsum("acbe,aecd->abcd", dropped, v), probs          # (batch, q_seq, heads, value_dim)
 
     def _allowed(self, query, value, mask, causal):
         """1.0 where a query may attend to a value, else 0.0, shaped to broadcast over the heads; None: all."""

@@ -1,9 +1,9 @@
 """Keras 3's neural-network ``keras.ops``: activations, softmax, ``one_hot``, ``normalize``, ``moments`` and
 ``dot_product_attention``, with Keras' arguments and formulas.
 
-On Blobs they build the ops of ``elementwise.py`` and ``nn.py`` (what has no op of its own, as the tanh form of
-``gelu`` or ``dot_product_attention``, is composed of them, and plans with their signatures); on numbers and numpy
-arrays they compute the same formulas with numpy.
+On Blobs they build the ops of ``elementwise.py``, ``nn.py`` and ``attention.py`` (what has no op of its own, as the
+tanh form of ``gelu``, is composed of them, and plans with their signatures); on numbers and numpy arrays they
+compute the same formulas with numpy.
 """
 import math
 
@@ -11,10 +11,9 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import GraphError, ShapeError, describe_shape
-from . import elementwise as ew, nn, reduce
+from . import attention, elementwise as ew, nn, reduce
 from .dispatch import axis_tuple, blob, floating, host_floating, promoted, symbolic
-from .einsum import einsum as einsum_op
-from .keras_arrays import moveaxis, split, take, tril
+from .keras_arrays import expand_dims, moveaxis, split
 from .keras_elementwise import _host_erf
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
@@ -199,42 +198,38 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
                           attn_logits_soft_cap=None):
     """Keras' ``ops.dot_product_attention``: ``softmax(q k^T * scale + bias, masked) v`` for ``(batch, time, heads,
     depth)`` inputs; key and value may have fewer heads dividing the query's (grouped-query attention).  ``mask``
-    (True: attend) and ``bias`` broadcast to ``(batch, heads, query time, key time)`` as numpy broadcasts.  A fused kernel
-    (``flash_attention=True``) and ``attn_logits_soft_cap`` are refused by name."""
-    if flash_attention:
-        raise GraphError("flow.ops.dot_product_attention(flash_attention=True): no fused attention kernel is "
-                         "lowered yet; expected flash_attention None or False (the composed form), received True")
+    (True: attend) and ``bias`` broadcast to ``(batch, heads, query time, key time)`` as numpy broadcasts.
+
+    On Blobs it is one op (``flowlayers/ops/attention.py``) that each engine lowers to its fused kernel;
+    ``flash_attention`` as Keras means it (None: the engine picks; True: a flash kernel or a named error; False:
+    the plain form).  ``attn_logits_soft_cap`` (Keras: JAX on TPU only) is refused by name."""
     if attn_logits_soft_cap is not None:
         raise GraphError(f"flow.ops.dot_product_attention: attn_logits_soft_cap is not supported by flowlayers; "
                          f"expected None, received {attn_logits_soft_cap!r}")
     tensors = [t for t in (query, key, value, bias, mask) if t is not None]
     if not symbolic(*tensors):
+        if flash_attention is not None and flash_attention is not False:
+            raise GraphError(f"flow.ops.dot_product_attention(flash_attention={flash_attention!r}): on numpy arrays "
+                             f"it computes with numpy, which has no flash kernel; expected flash_attention None or "
+                             f"False, received {flash_attention!r}")
         return _host_attention(query, key, value, bias, mask, scale, is_causal)
     q, k, v = promoted(query, key, value)
     for name, t in (("query", q), ("key", k), ("value", v)):
         if t.ndim != 4:
             raise ShapeError(f"flow.ops.dot_product_attention: expected a 4-D {name} (batch, time, heads, depth), "
                              f"received shape {describe_shape(t.shape)}")
-    heads, kv_heads = q.shape[2], k.shape[2]
-    if heads != kv_heads:
-        if heads % kv_heads:
-            raise ShapeError(f"flow.ops.dot_product_attention: expected the key's heads ({kv_heads}) to divide the "
-                             f"query's ({heads})")
-        group = np.repeat(np.arange(kv_heads), heads // kv_heads)
-        k, v = take(k, group, axis=2), take(v, group, axis=2)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    logits = ew.multiply(einsum_op("btnh,bsnh->bnts", q, k), scale)
-    if bias is not None:
-        logits = ew.add(logits, blob(bias, logits.dtype))
-    keep = None if mask is None else blob(mask, dtypes.bool_)
-    if is_causal:
-        causal = tril(np.ones(logits.shape[2:], bool))[None, None]
-        keep = ew.constant(causal, dtypes.bool_) if keep is None else ew.logical_and(keep, ew.constant(causal,
-                                                                                                       dtypes.bool_))
-    if keep is not None:
-        lowest = float(-0.7 * np.finfo(logits.dtype.numpy).max)
-        logits = ew.where(keep, logits, ew.fill_like(logits, lowest))
-    return einsum_op("bnts,bsnh->btnh", nn.softmax(logits, -1), v)
+    bias = None if bias is None else _rank4(blob(bias, q.dtype), "bias")
+    mask = None if mask is None else _rank4(blob(mask, dtypes.bool_), "mask")
+    return attention.dot_product_attention(q, k, v, bias, mask, scale, is_causal, flash_attention)
+
+
+def _rank4(t, name):
+    """A bias or mask of rank at most 4 with leading dims of 1 (numpy's broadcasting) up to rank 4."""
+    if t.ndim > 4:
+        raise ShapeError(f"flow.ops.dot_product_attention: expected a {name} of rank at most 4 broadcasting to "
+                         f"(batch, heads, query time, key time), received shape {describe_shape(t.shape)}")
+    return t if t.ndim == 4 else expand_dims(t, tuple(range(4 - t.ndim)))
 
 
 def _host_attention(query, key, value, bias, mask, scale, is_causal):

@@ -201,6 +201,10 @@ CASES = {
     "sort": (lambda x: along_axis.sort(x, 1), [((4, 6), F)]),
     "argsort": (lambda x: along_axis.argsort(x, 0), [((4, 6), F)]),
     "top_k": (lambda x: along_axis.top_k(x, 2)[0], [((4, 6), F)]),
+    # the fused attention, causal, with a bias and a padding mask that hold the batch and the heads
+    "dot_product_attention": (lambda q, k, v, b, m: ops.dot_product_attention(q, k, v, bias=b, mask=ew.greater(
+        m, -1.0), is_causal=True), [((2, 4, 2, 6), F), ((2, 4, 2, 6), F), ((2, 4, 2, 6), F), ((2, 2, 4, 4), F),
+                                    ((2, 2, 1, 4), F)]),
     # an LSTM's whole sequence from given states, a mask of 0/1 ids; a GRU (reset_after) run backwards
     "rnn_lstm": (lambda x, k, r, b, h, c, m: rnn(x, k, r, b, [h, c], m, cell="lstm", units=2,
                                                    return_sequences=True)[0],
