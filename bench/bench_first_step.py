@@ -165,15 +165,18 @@ def worker(runner, engine, model_name, phases):
 
 
 # Parent ------------------------------------------------------------------------------------------------------
-def measure(runner, engine, model, phases=False):
+def measure(runner, engine, model, phases=False, before=None):
+    """One fresh worker process; ``flowlayers_before`` runs flowlayers from the tree ``before`` (an older
+    checkout) instead of this one."""
+    root = Path(before) if runner == "flowlayers_before" else ROOT
     env = {k: v for k, v in os.environ.items() if k not in ("FLOWLAYERS_BACKEND", "KERAS_BACKEND", "XLA_FLAGS",
                                                             "FLOWLAYERS_CPU_DEVICES",
                                                             "FLOWLAYERS_COMPILATION_CACHE")}
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT), str(ROOT / "backends"), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(root), str(root / "backends"), env.get("PYTHONPATH", "")])
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", runner, engine, model] + \
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", runner.replace("_before", ""), engine, model] + \
         (["--phases"] if phases else [])
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     wall = time.perf_counter() - t0
@@ -183,6 +186,7 @@ def measure(runner, engine, model, phases=False):
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
                            f"{proc.stderr[-3000:]}")
     out = json.loads(lines[-1][len("@bench "):])
+    out["runner"] = runner
     out["process_s"] = wall
     out["process_cpu_s"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return out
@@ -258,6 +262,8 @@ def main():
     parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--mirrored", action="store_true", help="also flowlayers in the mirrored view")
+    parser.add_argument("--before", metavar="DIR", help="also flowlayers from the tree DIR (an older checkout: "
+                                                           "`git archive REV | tar -x -C DIR`), on the jax engine")
     parser.add_argument("--write", action="store_true", help="write the table to bench/RESULTS_first_step.md "
                                                               "(the part between its bench markers)")
     args = parser.parse_args()
@@ -271,16 +277,17 @@ def main():
     for r in range(args.rounds):
         for engine in engines:
             for model in models:
-                order = runners if r % 2 == 0 else runners[::-1]
+                order = (["flowlayers_before"] if args.before and engine == "jax" else []) + runners
+                order = order if r % 2 == 0 else order[::-1]
                 for runner in order:
-                    m = measure(runner, engine, model, args.phases)
+                    m = measure(runner, engine, model, args.phases, args.before)
                     results.setdefault((engine, model), {}).setdefault(runner, []).append(m)
                     print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in m.items()}),
                           flush=True)
         loads.append(loadavg())
         print(loads[-1], flush=True)
     command = "python bench/bench_first_step.py " + " ".join(sys.argv[1:])
-    text = table(results, runners) if not args.phases else \
+    text = table(results, (["flowlayers_before"] if args.before else []) + runners) if not args.phases else \
         phase_table([m for rs in results.values() for ms in rs.values() for m in ms])
     text = (f"Command: `{command}` ({args.rounds} rounds, {time.perf_counter() - started:.0f} s)\n"
             f"Host: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; jax, tensorflow, keras: "
