@@ -250,7 +250,9 @@ def phase_table(measurements):
 
 
 def versions():
-    code = "import importlib.metadata as m; print(*[m.version(p) for p in ('jax', 'tensorflow', 'keras')])"
+    code = ("import importlib.metadata as m\ndef v(*names):\n    for n in names:\n        try:\n"
+            "            return m.version(n)\n        except m.PackageNotFoundError:\n            pass\n"
+            "print(v('jax'), v('tensorflow', 'tensorflow_cpu'), v('keras'))")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip()
 
 
