@@ -12,7 +12,6 @@ import functools
 import weakref
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -21,20 +20,10 @@ from flowlayers.sbp import Split
 from . import devices, host_heap
 from .dtypes import jax_dtype
 from .executable import in_flight, settle
+from .variables import Box, Draws, draw
 
 
 STAGE_BYTES = 1 << 30     # training arrays up to this size are kept on the devices
-
-
-class Box:
-    """A variable's engine handle: its current array, and the sharding it keeps."""
-    __slots__ = ("value", "sharding")
-
-    def __init__(self, value, sharding):
-        self.value, self.sharding = value, sharding
-
-    def __repr__(self):
-        return f"<jax variable {self.value.shape} {self.value.dtype} {self.sharding.spec}>"
 
 
 class Runtime:
@@ -51,6 +40,7 @@ class Runtime:
         self.mesh = Mesh(np.array(self.devices).reshape([size for _, size in self.axes]),
                          [axis for axis, _ in self.axes])
         self._draws, self._staged, self._shardings, self._wholes = {}, {}, {}, {}
+        self.waiting = Draws(lambda seeds: self.put_all(seeds, self.replicated(2)))    # variables to draw
 
     def __repr__(self):
         return f"<jax runtime view={self.view} mesh={dict(self.axes)}>"
@@ -164,13 +154,16 @@ class Runtime:
     # Variables ----------------------------------------------------------
     def create_variable(self, spec, value=None):
         """A Box for VariableSpec ``spec`` holding ``value`` (numpy) or drawn anew, sharded as its nd-SBP, or
-        whole on each device of its placement on some devices."""
+        whole on each device of its placement on some devices.  A value drawn anew waits to be drawn with every
+        other waiting (``Draws``), except on some devices, whose mesh is another: drawn here alone."""
         if spec.devices is not None and self.view == "consistent":
             sharding = self.placed_sharding(spec.devices, len(spec.shape))
         else:
             sharding = self.sharding(spec.nd_sbp, len(spec.shape))
         if value is not None:
             return Box(self.put(np.asarray(value, jax_dtype(spec.dtype)), sharding), sharding)
+        if spec.devices is None or self.view != "consistent":
+            return self.waiting.box(spec, sharding)
         key = (repr(spec.sampler), spec.shape, spec.dtype.name, sharding)
         if key not in self._draws:
             self._draws[key] = jax.jit(functools.partial(draw, spec.sampler, spec.shape, jax_dtype(spec.dtype)),
@@ -210,23 +203,3 @@ class Runtime:
 
         return MirroredExecutable(self, program, plan, seed)
 
-
-def draw(sampler, shape, dtype, seed):
-    """Values of ``sampler`` (an initializer's ``(kind, params)``) from a stateless key made of ``seed``'s two
-    words: the same numbers whatever the sharding (JAX's threefry is partitionable)."""
-    kind, p = sampler
-    key = jax.random.wrap_key_data(seed, impl="threefry2x32")
-    sample = jnp.float32 if dtype in (jnp.float16, jnp.bfloat16) else dtype
-    if kind == "constant":
-        value = jnp.full(shape, p["value"], sample)
-    elif kind == "uniform" and jnp.issubdtype(sample, jnp.integer):
-        value = jax.random.randint(key, shape, p["minval"], p["maxval"], sample)
-    elif kind == "uniform":
-        value = jax.random.uniform(key, shape, sample, p["minval"], p["maxval"])
-    elif kind == "normal":
-        value = p["mean"] + p["stddev"] * jax.random.normal(key, shape, sample)
-    elif kind == "truncated_normal":    # within two standard deviations, as TensorFlow's
-        value = p["mean"] + p["stddev"] * jax.random.truncated_normal(key, -2.0, 2.0, shape, sample)
-    else:
-        raise ValueError(f"unknown initializer sampler {kind!r}")
-    return value.astype(dtype)
