@@ -8,7 +8,7 @@ import pytest
 
 import flowlayers as flow
 
-pytestmark = pytest.mark.skipif(flow.config.backend_name() != "jax", reason="about the jax backend")
+pytestmark = pytest.mark.jax_backend
 
 PROGRAMS = Path(__file__).resolve().parent / "checkpoint_programs"
 

@@ -4,7 +4,9 @@ import subprocess
 import sys
 import textwrap
 
-import flowlayers_tensorflow  # noqa: F401  (the backend these tests are about)
+import pytest
+
+pytestmark = pytest.mark.tensorflow_backend
 
 NOTHING_STARTED = """
 import flowlayers as flow
