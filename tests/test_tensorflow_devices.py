@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-pytestmark = pytest.mark.tensorflow_backend
+pytestmark = [pytest.mark.tensorflow_backend, pytest.mark.slow]     # each test starts a process
 
 NOTHING_STARTED = """
 import flowlayers as flow
@@ -19,6 +19,7 @@ print("DEVICES", len(tf.config.list_logical_devices("CPU")))
 """
 
 
+@pytest.mark.slow
 def test_setting_devices_starts_no_engine():
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(NOTHING_STARTED)], text=True, capture_output=True,
                          timeout=300, env={"PATH": "/usr/bin:/bin", "FLOWLAYERS_CPU_DEVICES": "3"})

@@ -580,6 +580,7 @@ print("DIFF", np.abs(store.variables["fc/kernel"].numpy() - disturbed).max())
 
 
 @pytest.mark.tensorflow_backend
+@pytest.mark.slow
 def test_devices_asked_after_tensorflow_started_elsewhere_are_refused_at_once():
     """The one mistake a running test process cannot make: TF started by other code before any device count.
     The device count is refused where it is set, and job functions then train on the devices there are."""
@@ -611,6 +612,7 @@ print("DEVICES", len(tf.config.list_logical_devices("CPU")), model.optimizer.ite
 
 
 @pytest.mark.tensorflow_backend
+@pytest.mark.slow
 def test_devices_set_before_a_tf_data_pipeline_are_honoured():
     """gpu_device_num, then TF code (a dataset) before the first model: the call was in time, so it is honoured."""
     env = {k: v for k, v in os.environ.items() if k != "FLOWLAYERS_CPU_DEVICES"}

@@ -99,10 +99,12 @@ def fused_diff(combine):
 
 
 @pytest.mark.tensorflow_backend     # TF DTensor's fused step
+@pytest.mark.slow
 def test_fused_step_is_caught_by_the_equivalence_check():
     assert fused_diff("1") > 1e-3          # DTensor's default
 
 
 @pytest.mark.tensorflow_backend
+@pytest.mark.slow
 def test_all_reduce_combiner_is_what_breaks_the_fused_step():
     assert fused_diff("0") < 1e-5
