@@ -86,6 +86,7 @@ def test_dropout_masks_batch_statistics_and_integer_inputs_survive_recomputation
 
 
 @pytest.mark.tensorflow_backend     # reads its traced graphs (the jax backend's segments are jax.checkpoint's)
+@pytest.mark.slow
 def test_the_backward_pass_computes_each_segment_again_after_the_gradient_arrives():
     """Each block's attention softmax appears once in the step without recomputation, twice with it; the second
     reads the incoming gradient (a data dependency: without it the engine may merge the two passes and keep every
