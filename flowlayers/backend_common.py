@@ -2,7 +2,9 @@
 
 A backend imports from flowlayers only ``contract`` (the types it is handed), ``errors``, ``sbp`` and this module:
 the kernel table helpers, the ops it must cover, running several steps one by one, splitting a batch into
-micro-batches, and optimizer rules for engines without in-place update (``functional``).
+micro-batches, the recurrent cells' and the normalisations' arithmetic (``rnn_cell``, ``batch_norm``,
+``layer_norm``), and optimizer rules for engines without in-place
+update (``functional``).
 """
 import hashlib
 
@@ -11,11 +13,13 @@ import numpy as np
 from . import ops
 from .contract import Rows, read_all
 from .errors import ConfigError
+from .sbp import Split
 from .optimizers import functional  # noqa: F401  (re-exported: optimizer rules for functional engines)
 
-__all__ = ["Executable", "CustomKernels", "add_kernel", "op_names", "check_backend", "step_by_step", "micro_batches",
-           "micro_batch_bounds", "replica_rows", "op_seed", "reshaped", "device_count_error", "functional", "leaves",
-           "nested", "exported_inputs", "Stage", "placement_stages"]
+__all__ = ["Executable", "KernelContext", "CustomKernels", "add_kernel", "op_names", "check_backend",
+           "step_by_step", "micro_batches", "micro_batch_bounds", "replica_rows", "op_seed", "reshaped",
+           "device_count_error", "functional", "leaves", "nested", "exported_inputs", "tensor_name", "Stage",
+           "placement_stages", "StagedSteps", "rnn_inputs", "rnn_cell", "batch_norm", "layer_norm"]
 
 
 class Executable:
@@ -39,6 +43,38 @@ class Executable:
     def compiled_text(self, feeds, handles, lr=0.0, step=1):
         raise ConfigError(f"step {self.program.name!r}: this backend does not show the program its engine compiles "
                           f"(its capabilities say shows_program=False); expected a backend that does (jax)")
+
+
+class KernelContext:
+    """What every backend's kernel context (``contract.KernelContext``) answers alike, outside the consistent view:
+    the phase, no nd-SBP for any input, and layout hooks that leave tensors as they are.  A backend's context adds
+    its engine's randomness and constants (``phase`` set there); its consistent view's overrides the hooks."""
+
+    def training(self, flag):
+        """Whether a kernel runs as in training: its layer's ``training`` argument ``flag``, else the step's phase."""
+        return self.phase == "train" if flag is None else bool(flag)
+
+    def input_sbp(self, node, i):
+        """The nd-SBP input ``i`` of ``node`` reaches its kernel in (the kernel may take the form that signature
+        needs), or None outside the consistent view."""
+        return None
+
+    def splits(self, node, i, dim):
+        """Whether input ``i`` of ``node`` reaches its kernel split along ``dim`` over some devices."""
+        nd = self.input_sbp(node, i)
+        return nd is not None and Split(dim % node.inputs[i].ndim) in nd
+
+    def lay_out(self, tensor, nd_sbp):
+        """Hook for the consistent view: a kernel's own intermediate ``tensor`` laid out as ``nd_sbp``."""
+        return tensor
+
+    def pin(self, blob, tensor):
+        """Hook for the consistent view: ``tensor`` put in ``blob``'s planned layout."""
+        return tensor
+
+    def box(self, node, i, tensor):
+        """Hook for the consistent view: Boxing of input ``i`` of ``node`` to its signature's layout."""
+        return tensor
 
 
 def add_kernel(table, op_name, fn, replace=False, builtin=()):
@@ -174,6 +210,13 @@ def exported_inputs(spec, arguments):
     return inputs
 
 
+def tensor_name(name):
+    """An input's name as TensorFlow takes it for a tensor in an exported signature (letters, digits, ``_.-/``; a
+    letter first)."""
+    cleaned = "".join(c if c.isalnum() or c in "_.-/" else "_" for c in name)
+    return cleaned if cleaned[:1].isalpha() else f"input_{cleaned}"
+
+
 class Stage:
     """Consecutive ops of one placement (None: all devices), with the Blobs they read from outside (``inputs``)
     and those later stages or the step's results read (``outputs``)."""
@@ -202,3 +245,170 @@ def placement_stages(program):
     for k, stage in enumerate(stages):
         stage.outputs = [b for n in stage.nodes for b in n.outputs if b in wanted]
     return stages
+
+
+class StagedSteps:
+    """The loop of a step run stage by stage (``placement_stages``), for a backend's executable (a mixin): each
+    micro-batch forward through the stages in order, then backward through them in reverse, each variable's
+    gradient summed where the variable lives and each Blob's cotangent where the Blob was made.  The executable
+    has ``program``, ``plan(batch)`` and ``_stages``, and writes the engine's half:
+
+    - ``_stage_input(stage, x, value, plan, values)``: what ``stage`` reads for Blob ``x`` (``value``: its feed or
+      an earlier stage's output, None for a variable; ``values``: what the executable handed ``staged_run``);
+    - ``_stage_step(stage, step)``: the step counter on the stage's devices;
+    - ``_functions(k, size, plan, diff)``: stage ``k``'s (forward, backward) for micro-batches of ``size`` rows,
+      the inputs marked in ``diff`` differentiated;
+    - ``_run_forward(stage, forward, d_args, c_args, at)``: the stage's outputs;
+    - ``_loss_cotangent(loss, scale)``: the loss's cotangent (``scale`` per element), or None where the engine's
+      backward takes ``scale`` itself;
+    - ``_run_backward(stage, backward, d_args, c_args, at, given, scale, watched)``: (the gradients of the
+      differentiated inputs, of the watched Blobs), from ``given`` (the cotangents of the stage's floating
+      outputs, None: none), ``scale`` (where the stage makes the loss and ``_loss_cotangent`` gave None, else
+      None) and ``watched`` (the values of the watched Blobs it makes, ``flow.watch_diff``);
+    - ``_add_gradient(path, g, held)``: a variable's gradient ``g`` added to ``held`` (None: the first);
+    - ``_cotangent_as(g, value)``: ``g`` where ``value``, the Blob's own value, lives.
+    """
+
+    def staged_run(self, sizes, chunks, step, values=None):
+        """(per micro-batch the Blobs each made, ``{variable path: gradient}``, the watched Blobs' gradients, of
+        the first micro-batch) of the micro-batches ``chunks`` of ``sizes`` rows."""
+        p = self.program
+        trained = {v.path for v in p.trainable}
+        runs = [self._staged_forward(size, chunk, step, values, trained) for size, chunk in zip(sizes, chunks)]
+        grads, watched = {}, []
+        if p.loss is not None:
+            count = sum(int(np.prod(env[p.loss].shape)) for env, _ in runs)
+            for k, (env, calls) in enumerate(runs):
+                seen = self._staged_backward(env, calls, 1.0 / count, grads)
+                if k == 0:
+                    watched = [seen[b] for b in p.gradients]
+        return [env for env, _ in runs], grads, watched
+
+    def _differentiable(self, blob, trained):
+        """Whether the step differentiates ``blob``: a floating Blob an op made, or a trained variable's."""
+        if not blob.dtype.is_floating or self.program.loss is None:
+            return False
+        if blob.node.op.kind == "variable":
+            return blob.node.variable.path in trained
+        return blob.node.op.kind != "placeholder"
+
+    def _staged_forward(self, size, chunk, step, values, trained):
+        """One micro-batch through the stages: (Blob -> value where it was made, per stage what its backward
+        takes)."""
+        p = self.program
+        plan = self.plan(size)
+        env, calls = dict(zip(p.inputs, chunk)), []
+        for k, stage in enumerate(self._stages):
+            args = [self._stage_input(stage, x, env.get(x), plan, values) for x in stage.inputs]
+            diff = tuple(self._differentiable(x, trained) for x in stage.inputs)
+            forward, backward = self._functions(k, size, plan, diff)
+            at = self._stage_step(stage, step)
+            d_args = [a for a, d in zip(args, diff) if d]
+            c_args = [a for a, d in zip(args, diff) if not d]
+            env.update(zip(stage.outputs, self._run_forward(stage, forward, d_args, c_args, at)))
+            calls.append((stage, diff, backward, d_args, c_args, at))
+        return env, calls
+
+    def _staged_backward(self, env, calls, scale, grads):
+        """The gradients of one micro-batch, stages in reverse, each variable's added into ``grads``.  Returns
+        each watched Blob's gradient."""
+        p = self.program
+        seed = self._loss_cotangent(env[p.loss], scale)
+        cts, seen = ({} if seed is None else {p.loss: seed}), {}
+        for stage, diff, backward, d_args, c_args, at in reversed(calls):
+            floating = [b for b in stage.outputs if b.dtype.is_floating]
+            watched = [b for b in p.gradients if b in stage.outputs]
+            given = [cts.get(b) for b in floating]
+            own = scale if seed is None and p.loss in stage.outputs else None
+            if not watched and (not d_args or (all(c is None for c in given) and own is None)):
+                continue
+            d_grads, w_grads = self._run_backward(stage, backward, d_args, c_args, at, given, own,
+                                                  [env[b] for b in watched])
+            seen.update(zip(watched, w_grads))
+            for x, g in zip([x for x, d in zip(stage.inputs, diff) if d], d_grads):
+                if x.node.op.kind == "variable":
+                    path = x.node.variable.path
+                    grads[path] = self._add_gradient(path, g, grads.get(path))
+                else:
+                    g = self._cotangent_as(g, env[x])
+                    cts[x] = g if x not in cts else cts[x] + g
+        return seen
+
+
+def rnn_inputs(attrs, rest):
+    """(bias or None, given initial states (a tuple, maybe empty), mask or None): an ``rnn`` node's inputs after
+    its two kernels, ``rest``, as its ``attrs`` lay them out (``flowlayers/ops/recurrent.py``)."""
+    rest = list(rest)
+    bias = rest.pop(0) if attrs["use_bias"] else None
+    mask = rest.pop() if attrs["masked"] else None
+    return bias, tuple(rest), mask
+
+
+def rnn_cell(xp, attrs, recurrent, recurrent_bias, masks):
+    """``step(states, projected input) -> (output, states)``: one time step of the cell ``attrs["cell"]`` (Keras'
+    SimpleRNN, LSTM and GRU cells), written over a backend's namespace ``xp``: ``xp.activation(name)``,
+    ``xp.project(x, weight, masks)`` (``x @ weight``, each gate's columns from ``x`` times that gate's dropout mask
+    in ``masks``, None: none) and ``xp.gates(z, n)`` (``z``'s last dim cut in ``n`` equal parts)."""
+    act, gate = xp.activation(attrs["activation"]), xp.activation(attrs["recurrent_activation"])
+    units, project, gates = attrs["units"], xp.project, xp.gates
+
+    def simple(states, xw):
+        h = act(xw + project(states[0], recurrent, masks))
+        return h, (h,)
+
+    def lstm(states, xw):
+        h, c = states
+        i, f, g, o = gates(xw + project(h, recurrent, masks), 4)
+        c = gate(f) * c + gate(i) * act(g)
+        h = gate(o) * act(c)
+        return h, (h, c)
+
+    def gru(states, xw):
+        (h,) = states
+        x_z, x_r, x_h = gates(xw, 3)
+        if attrs["reset_after"]:
+            inner = project(h, recurrent, masks)
+            inner = inner + recurrent_bias if recurrent_bias is not None else inner
+            r_z, r_r, r_h = gates(inner, 3)
+            z, r = gate(x_z + r_z), gate(x_r + r_r)
+            candidate = act(x_h + r * r_h)
+        else:
+            r_z, r_r = gates(project(h, recurrent[:, :2 * units], None if masks is None else masks[:2]), 2)
+            z, r = gate(x_z + r_z), gate(x_r + r_r)
+            candidate = act(x_h + project(r * h, recurrent[:, 2 * units:], None if masks is None else masks[2:]))
+        h = z * h + (1 - z) * candidate
+        return h, (h,)
+
+    return {"simple": simple, "lstm": lstm, "gru": gru}[attrs["cell"]]
+
+
+def batch_norm(xp, node, x, gamma, beta, mean, var, ctx):
+    """The ``batch_norm`` op (Keras' BatchNormalization): (y, new moving mean, new moving variance), written over a
+    backend's namespace ``xp``: ``xp.batch_moments(x, axes, ctx)`` (the batch's mean and variance over ``axes``),
+    ``xp.rsqrt``, ``xp.reshape`` and ``xp.identity`` (a moving statistic kept as it is, as a new value)."""
+    a = node.attrs
+    axis, rank = a["axis"], len(x.shape)
+    shape = [1] * rank
+    shape[axis] = -1
+    if ctx.training(a["training"]):
+        batch_mean, batch_var = xp.batch_moments(x, [i for i in range(rank) if i != axis], ctx)
+        m = a["momentum"]
+        new_mean = mean * m + batch_mean * (1.0 - m)
+        new_var = var * m + batch_var * (1.0 - m)
+        use_mean, use_var = batch_mean, batch_var
+    else:
+        new_mean, new_var = xp.identity(mean), xp.identity(var)
+        use_mean, use_var = mean, var
+    inv = xp.rsqrt(xp.reshape(use_var, shape) + a["epsilon"]) * xp.reshape(gamma, shape)
+    y = (x - xp.reshape(use_mean, shape)) * inv + xp.reshape(beta, shape)
+    return y, new_mean, new_var
+
+
+def layer_norm(xp, node, x, gamma, beta, ctx):
+    """The ``layer_norm`` op (Keras' LayerNormalization) over ``xp`` (``batch_norm``'s, with ``xp.moments(x, axes)``:
+    mean and variance over ``axes``, kept as dims of size 1)."""
+    axes = list(node.attrs["axes"])
+    mean, var = xp.moments(x, axes)
+    shape = [x.shape[i] if i in axes else 1 for i in range(len(x.shape))]
+    y = (x - mean) * xp.rsqrt(var + node.attrs["epsilon"])
+    return y * xp.reshape(gamma, shape) + xp.reshape(beta, shape)

@@ -1,16 +1,24 @@
 """Shared test setup.
 
 The suite runs against the backend named by ``$FLOWLAYERS_BACKEND`` (default ``tensorflow``), so the next
-engine runs the same suite.  Test files about the TensorFlow backend itself (they import
-``flowlayers_tensorflow`` at module level) run only under it, and single tests about it skip themselves; files
-that import TensorFlow at module level (for tf.data) run wherever TensorFlow is installed.
+engine runs the same suite.  Where a test runs is said by its markers (registered in ``pyproject.toml``), and
+skipped here where it cannot run (``pytest_collection_modifyitems``):
+
+- ``tensorflow_backend`` / ``jax_backend``: about that backend itself (its devices, its traced graphs, its
+  compilation cache): runs only when it is the backend under test;
+- ``needs_tensorflow``: uses TensorFlow beside the backend under test (tf.data, TensorFlow's own results): runs
+  wherever TensorFlow is installed;
+- ``slow``: starts processes or takes more than a few seconds; ``-m "not slow"`` is the quick loop.
+
+A marker acts once the file is imported, so a file that imports TensorFlow (or ``flowlayers_tensorflow``) at
+module level guards that import with ``pytest.importorskip("tensorflow")``: where TensorFlow is not installed the
+file is skipped as a whole instead of failing to import.
 
 Set before anything starts an engine: 4 logical CPU devices per test process (a 4-device process serves 1-, 2-
 and 4-device runtimes) and a quiet TF log.
 """
 import importlib.util
 import os
-import re
 from pathlib import Path
 
 os.environ["FLOWLAYERS_CPU_DEVICES"] = "4"
@@ -40,16 +48,19 @@ else:
         flow.engine.backend("tensorflow").check_device_count(4, "tests beside the tensorflow backend")
 
 
-def pytest_ignore_collect(collection_path, config):
-    """Skip the files another backend (or a machine without TensorFlow) cannot run."""
-    if collection_path.suffix != ".py" or not collection_path.is_file():
-        return None
-    text = collection_path.read_text()     # module-level imports only: a test may import inside itself and skip
-    if BACKEND != "tensorflow" and re.search(r"^(import|from) flowlayers_tensorflow", text, re.M):
-        return True
-    if not HAS_TENSORFLOW and re.search(r"^(import tensorflow|from tensorflow)", text, re.M):
-        return True
-    return None
+BACKEND_MARKERS = {"tensorflow_backend": "tensorflow", "jax_backend": "jax"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip, saying why, the tests whose markers (see above) this backend or this machine cannot run."""
+    for item in items:
+        for marker, backend in BACKEND_MARKERS.items():
+            if backend != BACKEND and item.get_closest_marker(marker):
+                item.add_marker(pytest.mark.skip(reason=f"about the {backend} backend; the backend under test is "
+                                                        f"{BACKEND!r} ($FLOWLAYERS_BACKEND)"))
+        if not HAS_TENSORFLOW and item.get_closest_marker("needs_tensorflow"):
+            item.add_marker(pytest.mark.skip(reason="needs TensorFlow, which is not installed"))
+
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"

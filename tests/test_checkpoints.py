@@ -28,7 +28,6 @@ PROGRAMS = Path(__file__).resolve().parent / "checkpoint_programs"
 sys.path.insert(0, str(PROGRAMS))
 import kill_during_save  # noqa: E402
 import resume_fit  # noqa: E402
-import resume_fit_dataset  # noqa: E402
 
 
 def use(view, n, mesh=None, rules=None):
@@ -153,6 +152,7 @@ def test_job_face_checkpoint_restores_slots_and_step_in_another_view(tmp_path):
 
 
 @pytest.mark.parametrize("view", ["consistent", "mirrored"])
+@pytest.mark.slow
 def test_sigkilled_fit_resumes_at_its_last_saved_step(view, tmp_path):
     backup, out = tmp_path / "backup", tmp_path / "out.npz"
     command = ("resume_fit.py", view, backup, out, "--kill-once-at", 9)     # saves after steps 2, 4, 6, 8
@@ -483,7 +483,11 @@ def test_optimizer_state_loaded_before_compile_is_read_from_disk_when_the_optimi
     assert max_diff(model.get_weights(), reference.get_weights()) < 1e-6
 
 
+@pytest.mark.needs_tensorflow     # a tf.data.Dataset input
+@pytest.mark.slow
 def test_sigkilled_fit_on_a_seeded_shuffled_dataset_resumes_exactly(tmp_path):
+    import resume_fit_dataset     # imports TensorFlow: here, where the marker says it is installed
+
     backup, out = tmp_path / "backup", tmp_path / "out.npz"
     command = ("resume_fit_dataset.py", "consistent", backup, out, "--kill-once-at", 9)   # saves after 2, 4, 6, 8
     killed = run(*command)

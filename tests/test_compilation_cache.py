@@ -11,7 +11,6 @@ import pytest
 
 import flowlayers as flow
 
-BACKEND = flow.config.backend_name()
 
 # a fresh process: fit, evaluate and predict a small model; count JAX's cache hits and misses
 RUN = """
@@ -45,7 +44,7 @@ def run(env):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(BACKEND != "jax", reason="the jax backend keeps compiled programs on disk")
+@pytest.mark.jax_backend     # it keeps compiled programs on disk
 def test_a_second_process_loads_every_program_the_first_compiled(tmp_path):
     cache = tmp_path / "cache"
     first = run({"FLOWLAYERS_COMPILATION_CACHE": str(cache)})
@@ -57,7 +56,7 @@ def test_a_second_process_loads_every_program_the_first_compiled(tmp_path):
     assert off == {"hits": 0, "misses": 0, "cache": None}
 
 
-@pytest.mark.skipif(BACKEND != "jax", reason="the jax backend keeps compiled programs on disk")
+@pytest.mark.jax_backend     # it keeps compiled programs on disk
 def test_the_setting_is_one_line_and_reaches_the_placement(tmp_path):
     flow.config.set_compilation_cache(tmp_path / "c")
     try:
@@ -72,7 +71,7 @@ def test_the_setting_is_one_line_and_reaches_the_placement(tmp_path):
         flow.config.set_compilation_cache(3)
 
 
-@pytest.mark.skipif(BACKEND != "tensorflow", reason="the tensorflow backend keeps no compiled programs on disk")
+@pytest.mark.tensorflow_backend     # it keeps no compiled programs on disk
 def test_a_backend_without_one_refuses_it_by_name(tmp_path, monkeypatch):
     with pytest.raises(flow.ConfigError, match=r"flow.config.set_compilation_cache\('.*'\): expected a backend that "
                                                r"keeps compiled programs on disk \(jax\), received backend "

@@ -1,7 +1,13 @@
 """How an engine error is traced back to the layer and op that made it (``lowering.step_error``), from the node
 scopes TensorFlow names in its message."""
+import pytest
+
 import flowlayers as flow
-from flowlayers_tensorflow.lowering import step_error
+
+pytest.importorskip("tensorflow")     # the import below needs it: without it the file is skipped
+from flowlayers_tensorflow.lowering import step_error  # noqa: E402
+
+pytestmark = pytest.mark.tensorflow_backend
 
 
 class Failure(Exception):

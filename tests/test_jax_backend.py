@@ -8,12 +8,13 @@ import pytest
 
 import flowlayers as flow
 
-pytestmark = pytest.mark.skipif(flow.config.backend_name() != "jax", reason="about the jax backend")
+pytestmark = pytest.mark.jax_backend
 
 PROGRAMS = Path(__file__).resolve().parent / "checkpoint_programs"
 
 
 @pytest.mark.parametrize("view", ["consistent", "mirrored"])
+@pytest.mark.slow
 def test_steps_dispatched_ahead_on_several_cpu_devices_finish(view):
     """Two steps with all-reduces in flight at once deadlocked XLA:CPU on 4 logical devices and 2 cores (the
     process aborted after 40 s); a step now waits for the one before it."""
@@ -33,6 +34,7 @@ def _step_page_faults(**env):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+@pytest.mark.slow
 def test_cpu_steps_reuse_their_buffers_and_the_setting_can_be_refused():
     """XLA:CPU mallocs each step's temporary buffers (about 6,000 pages per device for this LeNet) and frees them:
     with glibc's defaults most processes faulted 7,000-8,000 pages in per step again (15-25 steps/s from one

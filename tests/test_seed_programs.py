@@ -29,6 +29,8 @@ import pytest
 
 import flowlayers as flow
 
+pytestmark = pytest.mark.slow     # each program runs in a process of its own
+
 PROGRAMS = Path(__file__).resolve().parent / "seed_programs"
 LOSSES_IN_ONE_EPOCH = 5      # printed at i = 0, 20, 40, 60, 80: the last after 80 batches (8,000 images)
 TARGET_LOSS = 0.6

@@ -4,7 +4,9 @@ import subprocess
 import sys
 import textwrap
 
-import flowlayers_tensorflow  # noqa: F401  (the backend these tests are about)
+import pytest
+
+pytestmark = [pytest.mark.tensorflow_backend, pytest.mark.slow]     # each test starts a process
 
 NOTHING_STARTED = """
 import flowlayers as flow
@@ -17,6 +19,7 @@ print("DEVICES", len(tf.config.list_logical_devices("CPU")))
 """
 
 
+@pytest.mark.slow
 def test_setting_devices_starts_no_engine():
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(NOTHING_STARTED)], text=True, capture_output=True,
                          timeout=300, env={"PATH": "/usr/bin:/bin", "FLOWLAYERS_CPU_DEVICES": "3"})

@@ -2,7 +2,6 @@
 in three places (each its own compiled steps) and TensorFlow warns of no retracing, nor of anything else.
 (TensorFlow counted the traces of every executable's step as retracing of one function, keyed by the method's
 code: four warnings; the last, smaller batch of an evaluation is one trace more of its own step, not a warning.)"""
-import importlib.util
 import os
 import re
 import subprocess
@@ -15,7 +14,7 @@ TUTORIAL = Path(__file__).resolve().parents[1] / "tutorials" / "02_consistent_vs
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="the tensorflow backend needs TensorFlow")
+@pytest.mark.needs_tensorflow     # runs the tutorials on the tensorflow backend
 def test_tutorial_02_prints_no_engine_warning(tmp_path):
     env = dict(os.environ, FLOWLAYERS_BACKEND="tensorflow", FLOWLAYERS_CPU_DEVICES="2", MPLBACKEND="Agg")
     for name in ("FLOWLAYERS_VIEW", "TF_CPP_MIN_LOG_LEVEL"):      # as a user runs it: the backend's own log level

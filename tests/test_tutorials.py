@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow     # every tutorial runs in its own process
+
 TUTORIALS = Path(__file__).resolve().parents[1] / "tutorials"
 
 

@@ -98,11 +98,6 @@ def undisturbed(face, view, n):
     return _undisturbed[face, view, n]
 
 
-def tensorflow_only():
-    if flow.config.backend_name() != "tensorflow":
-        pytest.skip("about the tensorflow backend")
-
-
 def devices_here():
     import tensorflow as tf
 
@@ -301,6 +296,10 @@ class Case:
     fix: Optional[Callable] = None  # (run) -> undoes a setting that is rejected only where it is used
     first: bool = False             # made before the first step
     engine: Optional[str] = None    # the backend whose words the message checks (its device check, its errors)
+
+    def marks(self):
+        """The case runs where its backend is the one under test (``tensorflow_backend``, ``jax_backend``)."""
+        return [getattr(pytest.mark, f"{self.engine}_backend")] if self.engine else []
 
 
 CASES = [
@@ -505,10 +504,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case,view,n", [pytest.param(c, v, n, id=f"{c.id}-{v}{n}") for c in CASES for v, n in c.views])
+@pytest.mark.parametrize("case,view,n", [pytest.param(c, v, n, id=f"{c.id}-{v}{n}", marks=c.marks())
+                                         for c in CASES for v, n in c.views])
 def test_mistake_is_named_and_changes_nothing(case, view, n, tmp_path, monkeypatch):
-    if case.engine not in (None, flow.config.backend_name()):
-        pytest.skip(f"checks the {case.engine} backend's own words")
     expected = undisturbed(case.face, view, n)
     run = Run(case.face, view, n, tmp_path, monkeypatch)
     if not case.first:
@@ -581,10 +579,11 @@ print("DIFF", np.abs(store.variables["fc/kernel"].numpy() - disturbed).max())
 """
 
 
+@pytest.mark.tensorflow_backend
+@pytest.mark.slow
 def test_devices_asked_after_tensorflow_started_elsewhere_are_refused_at_once():
     """The one mistake a running test process cannot make: TF started by other code before any device count.
     The device count is refused where it is set, and job functions then train on the devices there are."""
-    tensorflow_only()
     env = {k: v for k, v in os.environ.items() if k != "FLOWLAYERS_CPU_DEVICES"}
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(TF_STARTED_ELSEWHERE)], env=env, text=True,
                          capture_output=True, timeout=300, cwd=Path(__file__).parent)
@@ -612,9 +611,10 @@ print("DEVICES", len(tf.config.list_logical_devices("CPU")), model.optimizer.ite
 """
 
 
+@pytest.mark.tensorflow_backend
+@pytest.mark.slow
 def test_devices_set_before_a_tf_data_pipeline_are_honoured():
     """gpu_device_num, then TF code (a dataset) before the first model: the call was in time, so it is honoured."""
-    tensorflow_only()
     env = {k: v for k, v in os.environ.items() if k != "FLOWLAYERS_CPU_DEVICES"}
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(DATASET_AFTER_DEVICES)], env=env, text=True,
                          capture_output=True, timeout=300, cwd=Path(__file__).parent)
@@ -622,8 +622,8 @@ def test_devices_set_before_a_tf_data_pipeline_are_honoured():
     assert "DEVICES 8 2" in out.stdout, out.stdout
 
 
+@pytest.mark.tensorflow_backend
 def test_a_kernel_is_not_shadowed_by_accident():
-    tensorflow_only()
     from flowlayers_tensorflow import register_kernel
     from flowlayers_tensorflow.kernels import KERNELS
 

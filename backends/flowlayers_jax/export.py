@@ -16,7 +16,7 @@ import jax
 import numpy as np
 from jax import export as jax_export
 
-from flowlayers.backend_common import exported_inputs, nested
+from flowlayers.backend_common import exported_inputs, nested, tensor_name
 from flowlayers.errors import ConfigError
 
 from .lowering import Context, run_graph
@@ -100,7 +100,7 @@ def _write_saved_model(fn, values, spec, filepath):
     module = tf.Module()
     module.weights = [tf.Variable(v, trainable=False, name=f"weight_{k}") for k, v in enumerate(values)]
     signature = _arguments(spec, lambda i: tf.TensorSpec(spec.inputs[i][1], spec.inputs[i][2],
-                                                         name=_tf_name(spec.inputs[i][0])))
+                                                         name=tensor_name(spec.inputs[i][0])))
 
     @tf.function(input_signature=signature, autograph=False)
     def serve(*arguments):
@@ -109,12 +109,6 @@ def _write_saved_model(fn, values, spec, filepath):
     module.serve = serve
     tf.saved_model.save(module, filepath, signatures={"serving_default": serve.get_concrete_function()})
     return "jax2tf"
-
-
-def _tf_name(name):
-    """An input's name as TensorFlow takes it for a tensor (letters, digits, ``_.-/``; a letter first)."""
-    cleaned = "".join(c if c.isalnum() or c in "_.-/" else "_" for c in name)
-    return cleaned if cleaned[:1].isalpha() else f"input_{cleaned}"
 
 
 def load(filepath, format):

@@ -41,7 +41,7 @@ class Partial:
         return jnp.sum(self.value, axis=0)
 
 
-class Context:
+class Context(backend_common.KernelContext):
     """What kernels may ask of the step: the phase, randomness, constants, and (consistent view) the plan.
 
     ``rows``: in a replica whose rows were padded to the replicas' common size (mirrored view, a batch that does not
@@ -49,9 +49,6 @@ class Context:
 
     def __init__(self, phase, step, seed, replica=0, rows=None):
         self.phase, self.step, self.seed, self.replica, self.rows = phase, step, seed, replica, rows
-
-    def training(self, flag):
-        return self.phase == "train" if flag is None else bool(flag)
 
     def random_uniform(self, shape, op_name, op_seed=None):
         """Uniform [0, 1) values that depend on (seed, op, step, replica) only: reruns repeat them.  (JAX's
@@ -63,21 +60,6 @@ class Context:
     def constant(self, value, dtype):
         return jnp.asarray(value, dtype)
 
-    def input_sbp(self, node, i):
-        return None
-
-    def splits(self, node, i, dim):
-        nd = self.input_sbp(node, i)
-        return nd is not None and Split(dim % node.inputs[i].ndim) in nd
-
-    def lay_out(self, tensor, nd_sbp):
-        return tensor
-
-    def pin(self, blob, tensor):
-        return tensor
-
-    def box(self, node, i, tensor):
-        return tensor
 
     def run(self, kernel, node, inputs):
         """The kernel on the (boxed) inputs."""

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowlayers.backend_common import functional, micro_batches, placement_stages
+from flowlayers.backend_common import StagedSteps, functional, micro_batches, placement_stages
 from flowlayers.errors import ConfigError
 
 from .consistent import ConsistentExecutable
@@ -26,7 +26,9 @@ from .executable import host, settle
 from .lowering import Context, PlannedContext, _run_node
 
 
-class PlacedExecutable(ConsistentExecutable):
+class PlacedExecutable(StagedSteps, ConsistentExecutable):
+    """The consistent view's executable for a step with placements on some devices: the stages' loop is
+    ``backend_common.StagedSteps``; here each stage's ``jax.jit`` programs and the copies between them."""
     def _check_placements(self):
         p, rt = self.program, self.runtime
         placed = next(n for n in p.nodes if n.placement is not None)
@@ -80,13 +82,6 @@ class PlacedExecutable(ConsistentExecutable):
         (``BaseExecutable._waits``), and the stages' programs follow each other closely."""
         return jax.block_until_ready(values) if self._waits else values
 
-    def _differentiable(self, blob, trained):
-        if not blob.dtype.is_floating or self.program.loss is None:
-            return False
-        if blob.node.op.kind == "variable":
-            return blob.node.variable.path in trained
-        return blob.node.op.kind != "placeholder"
-
     # The step ----------------------------------------------------------
     def _step(self, sizes, update, trained, slots, updated, read, chunks, lr, running, step):
         p, rt = self.program, self.runtime
@@ -94,16 +89,7 @@ class PlacedExecutable(ConsistentExecutable):
             settle()
         values = {**dict(zip(self._read, read)), **dict(zip(self._updated, updated)),
                   **dict(zip(self._trained, trained))}
-        trained_set = set(self._trained) if p.loss is not None else set()
-        runs = [self._forward(size, chunk, values, trained_set, step) for size, chunk in zip(sizes, chunks)]
-        grads, watched = {}, []
-        if p.loss is not None:
-            count = sum(int(np.prod(env[p.loss].shape)) for env, _ in runs)
-            for k, (env, calls) in enumerate(runs):
-                seen = self._backward(env, calls, count, grads)
-                if k == 0:
-                    watched = [seen[b] for b in p.gradients]
-        envs = [env for env, _ in runs]
+        envs, grads, watched = self.staged_run(sizes, chunks, step, values)
         outs = [sum(jnp.sum(env[b]) for env in envs) if mode == "sum" else envs[0][b]
                 for b, mode in zip(p.outputs, p.output_modes)]
         outs += watched
@@ -115,52 +101,27 @@ class PlacedExecutable(ConsistentExecutable):
                 for v, b in p.updates]
         return [*outs, running, step + 1], new_trained, new_slots, news or updated
 
-    def _forward(self, size, chunk, values, trained, step):
-        """One micro-batch through the stages: the Blobs each made (Blob -> array where it was made), and per
-        stage what its backward takes."""
-        p = self.program
-        plan = self.plan(size)
-        env, calls = dict(zip(p.inputs, chunk)), []
-        for k, stage in enumerate(self._stages):
-            args = []
-            for x in stage.inputs:
-                value = values[x.node.variable.path] if x.node.op.kind == "variable" else env[x]
-                args.append(self._moved(value, self._target(stage, x, plan)))
-            diff = [self._differentiable(x, trained) for x in stage.inputs]
-            forward, backward = self._functions(k, size, plan, tuple(diff))
-            at = self._step_on(stage, step)
-            d_args = [a for a, d in zip(args, diff) if d]
-            c_args = [a for a, d in zip(args, diff) if not d]
-            outs = self._settled(forward(d_args, c_args, at))
-            env.update(zip(stage.outputs, outs))
-            calls.append((stage, diff, backward, d_args, c_args, at))
-        return env, calls
+    # The engine's half of StagedSteps -----------------------------------
+    def _stage_input(self, stage, x, value, plan, values):
+        if x.node.op.kind == "variable":
+            value = values[x.node.variable.path]
+        return self._moved(value, self._target(stage, x, plan))
 
-    def _backward(self, env, calls, count, grads):
-        """The gradients of one micro-batch, stages in reverse: each variable's added into ``grads`` (path ->
-        array where it lives).  Returns each watched Blob's gradient (flow.watch_diff)."""
-        p = self.program
-        loss = env[p.loss]
-        cts = {p.loss: jnp.full(loss.shape, 1.0 / count, loss.dtype, device=loss.sharding)}
-        seen = {}
-        for stage, diff, backward, d_args, c_args, at in reversed(calls):
-            floating = [b for b in stage.outputs if b.dtype.is_floating]
-            watched = [b for b in p.gradients if b in stage.outputs]
-            given = [cts.get(b) for b in floating]
-            if not watched and (not d_args or all(c is None for c in given)):
-                continue
-            d_grads, w_grads = self._settled(backward(d_args, c_args, at, given, [env[b] for b in watched]))
-            seen.update(zip(watched, w_grads))
-            inputs = [x for x, d in zip(stage.inputs, diff) if d]
-            for x, g in zip(inputs, d_grads):
-                if x.node.op.kind == "variable":
-                    path = x.node.variable.path
-                    g = self._moved(g, self._handles[path].sharding)
-                    grads[path] = g if path not in grads else grads[path] + g
-                else:
-                    g = self._moved(g, env[x].sharding)
-                    cts[x] = g if x not in cts else cts[x] + g
-        return seen
+    def _run_forward(self, stage, forward, d_args, c_args, at):
+        return self._settled(forward(d_args, c_args, at))
+
+    def _loss_cotangent(self, loss, scale):
+        return jnp.full(loss.shape, scale, loss.dtype, device=loss.sharding)
+
+    def _run_backward(self, stage, backward, d_args, c_args, at, given, scale, watched):
+        return self._settled(backward(d_args, c_args, at, given, watched))
+
+    def _add_gradient(self, path, g, held):
+        g = self._moved(g, self._handles[path].sharding)
+        return g if held is None else held + g
+
+    def _cotangent_as(self, g, value):
+        return self._moved(g, value.sharding)
 
     def _functions(self, k, size, plan, diff):
         """Stage ``k``'s (forward, backward) jitted for micro-batches of ``size`` rows, the inputs marked in
@@ -196,7 +157,7 @@ class PlacedExecutable(ConsistentExecutable):
             self._stage_fns[key] = (jax.jit(run), jax.jit(backward))
         return self._stage_fns[key]
 
-    def _step_on(self, stage, step):
+    def _stage_step(self, stage, step):
         """The step number (a device scalar of the whole mesh) on ``stage``'s devices."""
         if stage.placement is None:
             return step

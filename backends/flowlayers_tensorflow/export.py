@@ -8,7 +8,7 @@ weights, whatever view or mesh trained them.
 """
 import tensorflow as tf
 
-from flowlayers.backend_common import exported_inputs, nested
+from flowlayers.backend_common import exported_inputs, nested, tensor_name
 from flowlayers.errors import ConfigError
 
 from .lowering import LoweringContext, run_graph
@@ -23,8 +23,8 @@ def export(program, weights, spec, filepath):
     module = tf.Module()
     paths = list(weights)
     module.weights = [tf.Variable(weights[p], trainable=False, name=f"weight_{k}") for k, p in enumerate(paths)]
-    signature = [nested(arg, [tf.TensorSpec(shape, dtype, name=_tf_name(name)) for name, shape, dtype in spec.inputs])
-                 for arg in spec.arguments]
+    specs = [tf.TensorSpec(shape, dtype, name=tensor_name(name)) for name, shape, dtype in spec.inputs]
+    signature = [nested(arg, specs) for arg in spec.arguments]
 
     @tf.function(input_signature=signature, autograph=False)
     def serve(*arguments):
@@ -36,12 +36,6 @@ def export(program, weights, spec, filepath):
     module.serve = serve
     tf.saved_model.save(module, filepath, signatures={"serving_default": serve.get_concrete_function()})
     return "TensorFlow"
-
-
-def _tf_name(name):
-    """An input's name as TensorFlow takes it for a tensor (letters, digits, ``_.-/``; a letter first)."""
-    cleaned = "".join(c if c.isalnum() or c in "_.-/" else "_" for c in name)
-    return cleaned if cleaned[:1].isalpha() else f"input_{cleaned}"
 
 
 def load(filepath, format):

@@ -12,21 +12,18 @@ from tensorflow.experimental import dtensor
 
 from flowlayers import backend_common
 from flowlayers.errors import EngineError, FlowLayersError
-from flowlayers.sbp import Split, broadcast, partial_sum
+from flowlayers.sbp import broadcast, partial_sum
 
 from .kernels import KERNELS
 from .recompute import recomputed
 
 
-class LoweringContext:
+class LoweringContext(backend_common.KernelContext):
     """What kernels may ask of the step: the phase, randomness, layout pinning, constants."""
 
     def __init__(self, phase, step, seed, native_nchw, replica_id=0):
         self.phase, self.step, self.seed, self.native_nchw = phase, step, seed, native_nchw
         self.replica_id = replica_id
-
-    def training(self, flag):
-        return self.phase == "train" if flag is None else bool(flag)
 
     def random_uniform(self, shape, op_name, op_seed=None):
         """Uniform [0, 1) values that depend on (seed, op, step, replica) only: reruns repeat them."""
@@ -40,28 +37,6 @@ class LoweringContext:
 
     def variable(self, handle):
         return handle
-
-    def pin(self, blob, tensor):
-        """Hook for the consistent view: relayout ``tensor`` to ``blob``'s planned layout."""
-        return tensor
-
-    def box(self, node, i, tensor):
-        """Hook for the consistent view: Boxing of input ``i`` of ``node`` to its signature's layout."""
-        return tensor
-
-    def input_sbp(self, node, i):
-        """The nd-SBP input ``i`` of ``node`` reaches its kernel in (the kernel may take the form that signature
-        needs), or None outside the consistent view."""
-        return None
-
-    def splits(self, node, i, dim):
-        """Whether input ``i`` of ``node`` reaches its kernel split along ``dim`` over some devices."""
-        nd = self.input_sbp(node, i)
-        return nd is not None and Split(dim % node.inputs[i].ndim) in nd
-
-    def lay_out(self, tensor, nd_sbp):
-        """Hook for the consistent view: a kernel's own intermediate ``tensor`` laid out as ``nd_sbp``."""
-        return tensor
 
     def arrive(self, blob, tensor, placement):
         """Hook for the consistent view: ``blob``'s tensor moved to ``placement``'s devices ahead of its use."""

@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.experimental import dtensor
 
-from flowlayers.backend_common import micro_batches, placement_stages
+from flowlayers.backend_common import StagedSteps, micro_batches, placement_stages
 from flowlayers.errors import ConfigError, FlowLayersError
 
 from .consistent import ConsistentExecutable
@@ -37,7 +37,9 @@ class StageContext(DTensorContext):
         return dtensor.relayout(draw, self.runtime.replicated(draw.shape.rank, self.mesh))
 
 
-class StagedExecutable(ConsistentExecutable):
+class StagedExecutable(StagedSteps, ConsistentExecutable):
+    """The consistent view's executable for a step run stage by stage: the stages' loop is
+    ``backend_common.StagedSteps``; here each stage's step function on its mesh and the copies between them."""
     def _check_placements(self):
         p = self.program
         if p.state:
@@ -101,9 +103,9 @@ class StagedExecutable(ConsistentExecutable):
             return tensor
         return dtensor.relayout(self._moved(tensor, layout.mesh), layout)
 
-    def _input(self, stage, x, feed, plan):
+    def _stage_input(self, stage, x, feed, plan, values=None):
         """What ``stage`` reads for Blob ``x``: a host feed placed on its mesh, a variable's value, or a tensor an
-        earlier stage made, copied here."""
+        earlier stage made, copied here (``values``: none, the variables are read from their handles)."""
         rt, mesh = self.runtime, self._mesh(stage)
         if x.node.op.kind == "placeholder":
             if stage.placement is not None:
@@ -117,85 +119,45 @@ class StagedExecutable(ConsistentExecutable):
             return value
         return self._moved(value, mesh)
 
-    def _differentiable(self, x):
-        p = self.program
-        if not x.dtype.is_floating or p.loss is None:
-            return False
-        if x.node.op.kind == "variable":
-            return x.node.variable.path in self._trained_paths
-        return x.node.op.kind != "placeholder"
-
     # The step ----------------------------------------------------------
     def _staged(self, batch, chunks, step):
         """(outputs read on the host, gradients and state updates laid out as their variables)."""
         p = self.program
-        self._trained_paths = {v.path for v in p.trainable}
-        plans = [self.plan(size) for size in batch]
-        runs = [self._forward(size, plan, chunk, step) for size, plan, chunk in zip(batch, plans, chunks)]
-        grads, watched = {}, []
-        if p.loss is not None:
-            count = sum(int(np.prod(env[p.loss].shape)) for env, _ in runs)
-            for k, (env, calls) in enumerate(runs):
-                seen = self._backward(env, calls, count, grads)
-                if k == 0:
-                    watched = [seen[b] for b in p.gradients]
-        envs = [env for env, _ in runs]
+        envs, grads, watched = self.staged_run(batch, chunks, step)
         outs = []
         for blob, mode in zip(p.outputs, p.output_modes):
             value = functools.reduce(lambda a, b: a + b, [tf.reduce_sum(env[blob]) for env in envs]) \
                 if mode == "sum" else envs[0][blob]
             outs.append(self._moved(value, dtensor.fetch_layout(value).mesh))
         outs += [self._moved(g, dtensor.fetch_layout(g).mesh) for g in watched]
-        layouts = {path: self._handles[path].layout for path in self._trained_paths | {v.path for v, _ in p.updates}}
+        layouts = {path: self._handles[path].layout
+                   for path in [v.path for v in p.trainable] + [v.path for v, _ in p.updates]}
         gradients = [self._laid_out(grads[v.path], layouts[v.path]) if v.path in grads else
                      tf.zeros_like(tf.convert_to_tensor(self._handles[v.path])) for v in p.trainable]
         updates = [self._laid_out(tf.cast(envs[0][b], self._handles[v.path].dtype), layouts[v.path])
                    for v, b in p.updates]
         return outs, gradients, updates
 
-    def _forward(self, size, plan, chunk, step):
-        p = self.program
-        env, calls = {}, []
-        feeds = dict(zip(p.inputs, chunk))
-        for k, stage in enumerate(self._stages):
-            args = [self._input(stage, x, feeds.get(x, env.get(x)), plan) for x in stage.inputs]
-            diff = tuple(self._differentiable(x) for x in stage.inputs)
-            forward, backward = self._functions(k, size, plan, diff)
-            mesh = self._mesh(stage)
-            at = dtensor.copy_to_mesh(tf.constant(step, tf.float64), self.runtime.replicated(0, mesh))
-            d_args = [a for a, d in zip(args, diff) if d]
-            c_args = [a for a, d in zip(args, diff) if not d]
-            with dtensor.default_mesh(mesh):
-                outs = forward(d_args, c_args, at)
-            env.update(zip(stage.outputs, outs))
-            calls.append((stage, diff, backward, d_args, c_args, at))
-        return env, calls
+    # The engine's half of StagedSteps -----------------------------------
+    def _stage_step(self, stage, step):
+        return dtensor.copy_to_mesh(tf.constant(step, tf.float64), self.runtime.replicated(0, self._mesh(stage)))
 
-    def _backward(self, env, calls, count, grads):
-        """The gradients of one micro-batch, stages in reverse: each variable's added into ``grads`` (path -> its
-        gradient where the stage computed it).  Returns each watched Blob's gradient (flow.watch_diff)."""
-        p = self.program
-        cts, seen = {}, {}
-        for stage, diff, backward, d_args, c_args, at in reversed(calls):
-            floating = [b for b in stage.outputs if b.dtype.is_floating]
-            watched = [b for b in p.gradients if b in stage.outputs]
-            given = [cts.get(b) for b in floating]
-            scale = 1.0 / count if p.loss in stage.outputs else None
-            if not watched and (not d_args or (all(c is None for c in given) and scale is None)):
-                continue
-            with dtensor.default_mesh(self._mesh(stage)):
-                d_grads, w_grads = backward(d_args, c_args, at, given, scale)
-            seen.update(zip(watched, w_grads))
-            inputs = [x for x, d in zip(stage.inputs, diff) if d]
-            for x, g in zip(inputs, d_grads):
-                if x.node.op.kind == "variable":
-                    path = x.node.variable.path
-                    grads[path] = g if path not in grads else grads[path] + self._laid_out(
-                        g, dtensor.fetch_layout(grads[path]))
-                else:
-                    g = self._laid_out(g, dtensor.fetch_layout(env[x]))
-                    cts[x] = g if x not in cts else cts[x] + g
-        return seen
+    def _run_forward(self, stage, forward, d_args, c_args, at):
+        with dtensor.default_mesh(self._mesh(stage)):
+            return forward(d_args, c_args, at)
+
+    def _loss_cotangent(self, loss, scale):
+        return None         # the loss stage's backward takes the scale (``_stage_backward``)
+
+    def _run_backward(self, stage, backward, d_args, c_args, at, given, scale, watched):
+        with dtensor.default_mesh(self._mesh(stage)):
+            return backward(d_args, c_args, at, given, scale)
+
+    def _add_gradient(self, path, g, held):
+        return g if held is None else held + self._laid_out(g, dtensor.fetch_layout(held))
+
+    def _cotangent_as(self, g, value):
+        return self._laid_out(g, dtensor.fetch_layout(value))
 
     def _functions(self, k, size, plan, diff):
         """Stage ``k``'s (forward, backward) step functions for micro-batches of ``size`` rows, the inputs marked

@@ -99,6 +99,7 @@ def writes(format):
 
 
 @pytest.mark.slow
+@pytest.mark.needs_tensorflow      # serves a SavedModel
 def test_exported_models_served_without_flowlayers_equal_predict(tmp_path):
     formats = [f for f in ("tf_saved_model", "jax") if writes(f)]
     expected, feeds, counts = {}, {}, {}

@@ -5,12 +5,13 @@ trains equal to Keras 3 running the same train_step from the same weights, in bo
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import flowlayers as flow
 
+tf = pytest.importorskip("tensorflow")     # used beside the backend under test: without it the file is skipped
+
 LATENT = 8
-pytestmark = pytest.mark.filterwarnings("ignore:load_mnist_arrays")
+pytestmark = [pytest.mark.needs_tensorflow, pytest.mark.filterwarnings("ignore:load_mnist_arrays")]
 
 
 def _gan_class(k, tape_class, o, training):

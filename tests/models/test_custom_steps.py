@@ -5,9 +5,11 @@ What cannot be planned is refused by name."""
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import flowlayers as flow
+
+tf = pytest.importorskip("tensorflow")     # used beside the backend under test: without it the file is skipped
+pytestmark = pytest.mark.needs_tensorflow
 
 
 def _custom_model_class(k, tape_class):

@@ -7,9 +7,11 @@ import glob
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import flowlayers as flow
+
+tf = pytest.importorskip("tensorflow")     # used beside the backend under test: without it the file is skipped
+pytestmark = pytest.mark.needs_tensorflow
 
 PLACES = [("mirrored", 2), ("consistent", 2)]
 IDS = [f"{v}{n}" for v, n in PLACES]

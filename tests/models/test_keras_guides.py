@@ -4,9 +4,11 @@ and class weights, and a model with two inputs and two outputs.  Each part check
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import flowlayers as flow
+
+tf = pytest.importorskip("tensorflow")     # used beside the backend under test: without it the file is skipped
+pytestmark = pytest.mark.needs_tensorflow
 
 
 @pytest.fixture(scope="module")

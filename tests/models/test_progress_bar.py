@@ -9,11 +9,13 @@ import time
 
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras.src.callbacks.progbar_logger import ProgbarLogger as KerasProgbarLogger
 
 import flowlayers as flow
 from flowlayers.callbacks import ProgbarLogger
+
+tf = pytest.importorskip("tensorflow")     # used beside the backend under test: without it the file is skipped
+pytestmark = pytest.mark.needs_tensorflow
 
 COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 

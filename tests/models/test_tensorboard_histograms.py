@@ -8,9 +8,11 @@ import warnings
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import flowlayers as flow
+
+tf = pytest.importorskip("tensorflow")     # used beside the backend under test: without it the file is skipped
+pytestmark = pytest.mark.needs_tensorflow
 
 PLACES = [("mirrored", 2), ("consistent", 2)]
 RNG = np.random.default_rng(5)

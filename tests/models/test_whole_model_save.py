@@ -257,6 +257,7 @@ def test_refusals_are_named_and_leave_files_alone(tmp_path):
     assert flow.models.load_model(tmp_path / "m").optimizer is None     # the earlier save is whole
 
 
+@pytest.mark.slow
 def test_a_model_loads_in_a_fresh_process_in_another_view(tmp_path):
     """Saved here (consistent, 2 devices); loaded by a new Python process (mirrored, 4) that knows only the path."""
     use("consistent", 2)

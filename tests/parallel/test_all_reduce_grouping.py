@@ -10,11 +10,14 @@ import os
 
 import numpy as np
 import pytest
-import tensorflow as tf
-from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 import flowlayers as flow
-from flowlayers_tensorflow.consistent import GROUP_SIZE, all_reduce_grouping
+
+tf = pytest.importorskip("tensorflow")     # the imports below need it: without it the file is skipped
+from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
+from flowlayers_tensorflow.consistent import GROUP_SIZE, all_reduce_grouping  # noqa: E402
+
+pytestmark = pytest.mark.tensorflow_backend
 
 
 def mlp(depth, width, inputs=16):

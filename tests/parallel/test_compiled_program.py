@@ -15,7 +15,6 @@ from flowlayers.parallel import report
 from flowlayers.parallel.boxing import LOCAL
 from flowlayers.sbp import Split, partial_sum
 
-JAX = flow.config.backend_name() == "jax"
 KIND = r"(all-reduce|reduce-scatter|all-gather|all-to-all|collective-permute)(?:-start)?"
 
 
@@ -168,7 +167,7 @@ def _iota(text):
     return (ids.transpose([int(p) for p in perm.split(",")]) if perm else ids).reshape(shape)
 
 
-@pytest.mark.skipif(not JAX, reason="reads XLA's program (the jax backend)")
+@pytest.mark.jax_backend     # reads XLA's program
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_collectives_xla_places_are_the_plans_boxing(case):
     import jax
@@ -186,7 +185,7 @@ KEPT_PARTIALS = [("identity", "2"), ("add", "2x2"), ("multiply", "2"), ("divide"
                  ("reshape", "2x2"), ("transpose", "2"), ("concat", "2x2"), ("pad", "2"), ("gather", "2")]
 
 
-@pytest.mark.skipif(not JAX, reason="reads XLA's program (the jax backend)")
+@pytest.mark.jax_backend     # reads XLA's program
 @pytest.mark.parametrize("name, mesh", KEPT_PARTIALS)
 def test_a_partial_sum_the_plan_keeps_is_reduced_where_the_plan_says(name, mesh):
     """A partial sum kept through linear ops is reduced by the Boxing after them, on the tensor there (one
@@ -208,7 +207,7 @@ def test_a_partial_sum_the_plan_keeps_is_reduced_where_the_plan_says(name, mesh)
     assert engine == want, f"{name} on {mesh}: XLA placed {engine}; the plan lists {want}\n{plan}"
 
 
-@pytest.mark.skipif(not JAX, reason="the jax backend shows its program")
+@pytest.mark.jax_backend     # it shows its program
 def test_a_compiled_program_is_not_run_and_an_unknown_dim_is_named():
     model, plan, _ = compiled("megatron MLP, data=2 model=2")
     before = model.get_weights()
@@ -225,7 +224,7 @@ def test_a_compiled_program_is_not_run_and_an_unknown_dim_is_named():
     assert not np.allclose(model.get_weights()[0], before[0])
 
 
-@pytest.mark.skipif(JAX, reason="about a backend that does not show its program")
+@pytest.mark.tensorflow_backend     # a backend that does not show its program
 def test_a_backend_that_does_not_show_its_program_says_so():
     model = mlp(8)
     model.compile("sgd", flow.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -234,7 +233,7 @@ def test_a_backend_that_does_not_show_its_program_says_so():
     model.fit(np.ones((8, 24), np.float32), np.zeros(8, np.int64), batch_size=8, verbose=0)
 
 
-@pytest.mark.skipif(not JAX, reason="reads XLA's program (the jax backend)")
+@pytest.mark.jax_backend     # reads XLA's program
 def test_a_job_functions_program_has_its_plans_collectives():
     """OneFlow's face: a hybrid-parallel train job (the second dense layer split with ``model_distribute``) on 2
     devices; its placeholders give the batch."""

@@ -41,6 +41,7 @@ def train(devices, mesh, rules, accumulate=None, micro_batches=1, stages=1, view
     return model, history
 
 
+@pytest.mark.slow
 def test_tensor_parallel_gpt_equals_one_device_after_10_adam_steps():
     one, want = train(1, {}, {})
     reference = one.get_weights()
@@ -74,6 +75,7 @@ def test_zero_sharding_equals_one_device_and_holds_a_quarter_per_device():
     assert {"all-gather", "reduce-scatter"} <= kinds, kinds
 
 
+@pytest.mark.slow
 def test_zero_with_tensor_parallelism_on_2x2_equals_one_device():
     """ZeRO over ``data`` on top of the heads and MLPs split over ``model``: each device holds about a quarter of
     the weights and Adam's state, and training equals one device.  The batch stays split over ``data`` (the
@@ -91,6 +93,7 @@ def test_zero_with_tensor_parallelism_on_2x2_equals_one_device():
     assert not [b for b in plan.boxing if b.producer in ("ids", "positions")], "the batch was gathered"
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_over_two_micro_batches_equals_one_device():
     one, _ = train(1, {}, {}, accumulate=2)
     model, _ = train(4, {"data": 2, "model": 2}, {**flow.parallel.attention_rules(), **char_gpt.MLP_RULES},
@@ -153,6 +156,7 @@ def assert_like_one_device(model, reference):
         np.testing.assert_allclose(a, b, atol=3e-5 if w.path.endswith("key/bias") else 1e-5, err_msg=w.path)
 
 
+@pytest.mark.slow
 def test_a_two_stage_pipeline_over_micro_batches_equals_one_device():
     """Blocks placed on two devices (``flow.scope.placement``, the embeddings with the first, the head with the
     last) and each batch run as 4 micro-batches, so that the stages can work on different ones at once: the

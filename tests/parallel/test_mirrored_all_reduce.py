@@ -3,11 +3,14 @@ collectives (GPUs; run here on logical CPU devices so they stay tested): one per
 for the small ones.  Every device gets the exact sum of every position, whatever its shape, size and dtype."""
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import flowlayers as flow
 from flowlayers import engine
-from flowlayers_tensorflow.collectives import PACK_BYTES
+
+tf = pytest.importorskip("tensorflow")     # the imports below need it: without it the file is skipped
+from flowlayers_tensorflow.collectives import PACK_BYTES  # noqa: E402
+
+pytestmark = pytest.mark.tensorflow_backend
 
 SHAPES = [(), (3,), (2, 5), (4, 1, 3), (256, 300)]     # the last is past PACK_BYTES: reduced alone
 

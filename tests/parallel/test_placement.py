@@ -223,9 +223,8 @@ def test_global_clipnorm_in_a_step_run_stage_by_stage():
         np.testing.assert_allclose(a, b, atol=1e-6)
 
 
+@pytest.mark.jax_backend     # compiled_text is the jax backend's (shows_program)
 def test_the_program_of_a_step_run_stage_by_stage_is_refused_on_jax():
-    if flow.config.backend_name() != "jax":
-        pytest.skip("compiled_text is the jax backend's (shows_program)")
     model = placed_then_all(2, flow.optimizers.SGD(0.1))
     with pytest.raises(flow.ConfigError, match=r"expected a step compiled as one program, received one with "
                                                r"placements on some devices"):

@@ -85,12 +85,12 @@ def test_dropout_masks_batch_statistics_and_integer_inputs_survive_recomputation
     assert not np.allclose(kept.get_weights()[-4], 0.0)      # BatchNorm's moving mean was updated
 
 
+@pytest.mark.tensorflow_backend     # reads its traced graphs (the jax backend's segments are jax.checkpoint's)
+@pytest.mark.slow
 def test_the_backward_pass_computes_each_segment_again_after_the_gradient_arrives():
     """Each block's attention softmax appears once in the step without recomputation, twice with it; the second
     reads the incoming gradient (a data dependency: without it the engine may merge the two passes and keep every
     activation, as a control dependency let it)."""
-    if flow.config.backend_name() != "tensorflow":
-        pytest.skip("reads the TF backend's traced graphs (the jax backend's segments are jax.checkpoint's)")
     from flowlayers_tensorflow.recompute import AFTER_GRADIENT
 
     counts, after_gradient = [], []

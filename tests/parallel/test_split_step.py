@@ -91,8 +91,6 @@ def fuse_the_consistent_step():
 def fused_diff(combine):
     """Weight difference of the fused consistent step from one device, in a process whose DTensor combines
     all-reduces or not (DTensor reads the setting once, when it first compiles)."""
-    if flow.config.backend_name() != "tensorflow":
-        pytest.skip("about TF DTensor's fused step")
     env = dict(os.environ, DTENSOR_ENABLE_COMBINE_ALL_REDUCES_OPTIMIZATION=combine, FLOWLAYERS_CPU_DEVICES="2")
     out = subprocess.run([sys.executable, "-c", FUSED_RUN.format(here=str(Path(__file__).parent))], env=env,
                          capture_output=True, text=True, timeout=300)
@@ -100,9 +98,13 @@ def fused_diff(combine):
     return float(out.stdout.split("DIFF")[-1])
 
 
+@pytest.mark.tensorflow_backend     # TF DTensor's fused step
+@pytest.mark.slow
 def test_fused_step_is_caught_by_the_equivalence_check():
     assert fused_diff("1") > 1e-3          # DTensor's default
 
 
+@pytest.mark.tensorflow_backend
+@pytest.mark.slow
 def test_all_reduce_combiner_is_what_breaks_the_fused_step():
     assert fused_diff("0") < 1e-5

@@ -7,13 +7,16 @@ leaves the others as they were, in every runtime.
 """
 import numpy as np
 import pytest
-import tensorflow as tf
-from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
-from tensorflow.python.eager import context
 
 import flowlayers as flow
 from flowlayers import engine
-from flowlayers_tensorflow.graph_options import step_options
+
+tf = pytest.importorskip("tensorflow")     # the imports below need it: without it the file is skipped
+from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2  # noqa: E402
+from tensorflow.python.eager import context  # noqa: E402
+from flowlayers_tensorflow.graph_options import step_options  # noqa: E402
+
+pytestmark = pytest.mark.tensorflow_backend
 
 RC = rewriter_config_pb2.RewriterConfig
 

@@ -13,7 +13,11 @@ import numpy as np
 import pytest
 
 import flowlayers as flow
-from flowlayers_tensorflow.executable import TFMath
+
+pytest.importorskip("tensorflow")     # the import below needs it: without it the file is skipped
+from flowlayers_tensorflow.executable import TFMath  # noqa: E402
+
+pytestmark = pytest.mark.tensorflow_backend
 
 BATCH, STEPS = 16, 4
 PLACES = [("mirrored", 1), ("mirrored", 2), ("consistent", 2)]

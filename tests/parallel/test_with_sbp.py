@@ -86,9 +86,8 @@ def test_constrained_model_trains_to_one_device_weights(mesh_name, nd_sbp):
 
 @pytest.mark.parametrize("mesh_name,nd_sbp", [c for c in CONSTRAINTS if B not in c[1]],
                          ids=[f"{m}-{nd}" for m, nd in CONSTRAINTS if B not in nd])
+@pytest.mark.tensorflow_backend     # DTensor's relayouts
 def test_backend_relays_the_constrained_blob_out_to_its_layout(mesh_name, nd_sbp):
-    if flow.config.backend_name() != "tensorflow":
-        pytest.skip("about the tensorflow backend's DTensor relayouts")
     from tensorflow.experimental import dtensor
 
     mesh = MESHES[mesh_name]

@@ -216,6 +216,7 @@ def test_oneflow_machine_is_checked_against_the_detected_hosts(fresh_env, monkey
         flow.env.machine("n2", "n1")
 
 
+@pytest.mark.slow
 def test_process_0_says_in_one_line_what_started_the_job(tmp_path):
     """A plain ``python`` process given srun's variables: it is process 1 of 2 (no engine starts)."""
     code = "import flowlayers as flow; print(flow.env.process_index(), flow.env.process_count())"

@@ -24,6 +24,7 @@ def launched(*args, timeout=60):
                           timeout=timeout)
 
 
+@pytest.mark.slow
 def test_every_process_learns_its_place_and_gets_the_arguments_unchanged(tmp_path):
     path = script(tmp_path, """
         import sys, flowlayers as flow
@@ -41,6 +42,7 @@ def test_every_process_learns_its_place_and_gets_the_arguments_unchanged(tmp_pat
     assert len(ports) == 1     # one coordinator for all
 
 
+@pytest.mark.slow
 def test_a_failing_process_is_named_and_the_others_are_stopped(tmp_path):
     path = script(tmp_path, """
         import sys, time, flowlayers as flow
@@ -55,6 +57,7 @@ def test_a_failing_process_is_named_and_the_others_are_stopped(tmp_path):
     assert time.time() - t0 < 30
 
 
+@pytest.mark.slow
 def test_a_process_killed_by_sigkill_is_named_within_seconds(tmp_path):
     path = script(tmp_path, """
         import os, signal, time, flowlayers as flow
@@ -70,6 +73,7 @@ def test_a_process_killed_by_sigkill_is_named_within_seconds(tmp_path):
     assert time.time() - t0 < 30
 
 
+@pytest.mark.slow
 def test_a_silent_process_stops_the_job_naming_it(tmp_path):
     path = script(tmp_path, """
         import time, flowlayers as flow
@@ -85,6 +89,7 @@ def test_a_silent_process_stops_the_job_naming_it(tmp_path):
     assert "process 0 made no progress for 3 s" in r.stdout
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_launcher_reaches_every_process(tmp_path):
     path = script(tmp_path, """
         import signal, sys, time, flowlayers as flow
@@ -110,6 +115,7 @@ def test_sigterm_to_the_launcher_reaches_every_process(tmp_path):
     (["--coordinator", "a"], "--coordinator: expected HOST:PORT, received 'a'"),
     (["--devices-per-process", "0"], "--devices-per-process: expected at least 1"),
 ])
+@pytest.mark.slow
 def test_launcher_arguments_are_checked(args, message):
     r = launched(*args, "x.py")
     assert r.returncode == 2 and message in r.stderr

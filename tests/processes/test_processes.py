@@ -16,6 +16,8 @@ import pytest
 
 import flowlayers as flow
 
+pytestmark = pytest.mark.slow     # every test starts a job of processes
+
 PROGRAM = str(Path(__file__).resolve().parents[1] / "process_programs" / "train.py")
 BACKEND = flow.config.backend_name()
 TIMEOUT = 300

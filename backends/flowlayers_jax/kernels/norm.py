@@ -1,6 +1,10 @@
 """Batch and layer normalisation (``flowlayers/ops/norm.py``)."""
+from types import SimpleNamespace
+
 import jax.numpy as jnp
 from jax import lax
+
+from flowlayers import backend_common
 
 
 def _moments(x, axes, keepdims=False, rows=None):
@@ -19,31 +23,19 @@ def _moments(x, axes, keepdims=False, rows=None):
     return mean.astype(x.dtype), var.astype(x.dtype)
 
 
+#: ``backend_common.batch_norm`` and ``layer_norm``'s namespace: the normalisations written once, over these
+NORM_MATH = SimpleNamespace(
+    batch_moments=lambda x, axes, ctx: _moments(x, tuple(axes), rows=ctx.rows),
+    moments=lambda x, axes: _moments(x, tuple(axes), keepdims=True),
+    rsqrt=lax.rsqrt, reshape=jnp.reshape, identity=lambda v: v)
+
+
 def batch_norm(node, x, gamma, beta, mean, var, ctx):
-    a = node.attrs
-    axis, rank = a["axis"], len(x.shape)
-    shape = [1] * rank
-    shape[axis] = -1
-    if ctx.training(a["training"]):
-        batch_mean, batch_var = _moments(x, tuple(i for i in range(rank) if i != axis), rows=ctx.rows)
-        m = a["momentum"]
-        new_mean = mean * m + batch_mean * (1.0 - m)
-        new_var = var * m + batch_var * (1.0 - m)
-        use_mean, use_var = batch_mean, batch_var
-    else:
-        new_mean, new_var = mean, var
-        use_mean, use_var = mean, var
-    inv = lax.rsqrt(jnp.reshape(use_var, shape) + a["epsilon"]) * jnp.reshape(gamma, shape)
-    y = (x - jnp.reshape(use_mean, shape)) * inv + jnp.reshape(beta, shape)
-    return y, new_mean, new_var
+    return backend_common.batch_norm(NORM_MATH, node, x, gamma, beta, mean, var, ctx)
 
 
 def layer_norm(node, x, gamma, beta, ctx):
-    axes = tuple(node.attrs["axes"])
-    mean, var = _moments(x, axes, keepdims=True)
-    shape = [x.shape[i] if i in axes else 1 for i in range(len(x.shape))]
-    y = (x - mean) * lax.rsqrt(var + node.attrs["epsilon"])
-    return y * jnp.reshape(gamma, shape) + jnp.reshape(beta, shape)
+    return backend_common.layer_norm(NORM_MATH, node, x, gamma, beta, ctx)
 
 
 KERNELS = {"batch_norm": batch_norm, "layer_norm": layer_norm}

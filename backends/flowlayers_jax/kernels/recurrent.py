@@ -3,9 +3,13 @@
 The inputs' product with the kernel is taken for every step at once before the loop (one large matmul); the loop
 carries the states and adds the recurrent product.  ``unroll`` unrolls the scan fully.
 """
+from types import SimpleNamespace
+
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+from flowlayers.backend_common import rnn_cell, rnn_inputs
 
 from .elementwise import UNARY
 
@@ -27,47 +31,21 @@ def project(x, weight, masks):
     return jnp.concatenate([(x * m) @ weight[:, g * width:(g + 1) * width] for g, m in enumerate(masks)], -1)
 
 
+def gates(z, n):
+    """``z``'s last dim cut in ``n`` equal parts."""
+    return jnp.split(z, n, axis=-1)
+
+
+#: ``backend_common.rnn_cell``'s namespace: the cells' arithmetic written once, over these
+CELL_MATH = SimpleNamespace(activation=activation, project=project, gates=gates)
+
+
 def dropout_masks(node, ctx, rate, name, count, shape):
     """Keras' dropout masks (kept: ``1 / (1 - rate)``, dropped: 0), drawn once per sequence; None when off."""
     if rate == 0.0 or not ctx.training(node.attrs["training"]):
         return None
     keep = ctx.random_uniform((count,) + tuple(shape), f"{node.name}/{name}", node.attrs.get("seed")) >= rate
     return jnp.where(keep, 1.0 / (1.0 - rate), 0.0)
-
-
-def cell_step(attrs, recurrent, recurrent_bias, masks):
-    """``step(states, projected input) -> (output, states)`` of the cell ``attrs["cell"]``."""
-    act, gate = activation(attrs["activation"]), activation(attrs["recurrent_activation"])
-    units, cell = attrs["units"], attrs["cell"]
-
-    def simple(states, xw):
-        h = act(xw + project(states[0], recurrent, masks))
-        return h, (h,)
-
-    def lstm(states, xw):
-        h, c = states
-        i, f, g, o = jnp.split(xw + project(h, recurrent, masks), 4, axis=-1)
-        c = gate(f) * c + gate(i) * act(g)
-        h = gate(o) * act(c)
-        return h, (h, c)
-
-    def gru(states, xw):
-        (h,) = states
-        x_z, x_r, x_h = jnp.split(xw, 3, axis=-1)
-        if attrs["reset_after"]:
-            inner = project(h, recurrent, masks)
-            inner = inner + recurrent_bias if recurrent_bias is not None else inner
-            r_z, r_r, r_h = jnp.split(inner, 3, axis=-1)
-            z, r = gate(x_z + r_z), gate(x_r + r_r)
-            candidate = act(x_h + r * r_h)
-        else:
-            r_z, r_r = jnp.split(project(h, recurrent[:, :2 * units], None if masks is None else masks[:2]), 2, -1)
-            z, r = gate(x_z + r_z), gate(x_r + r_r)
-            candidate = act(x_h + project(r * h, recurrent[:, 2 * units:], None if masks is None else masks[2:]))
-        h = z * h + (1 - z) * candidate
-        return h, (h,)
-
-    return {"simple": simple, "lstm": lstm, "gru": gru}[cell]
 
 
 def varying_as(carry, *arrays):
@@ -80,7 +58,7 @@ def varying_as(carry, *arrays):
 
 def rnn(node, x, kernel, recurrent, *rest, ctx):
     a = node.attrs
-    bias, states, mask = parts(a, rest)
+    bias, states, mask = rnn_inputs(a, rest)
     input_bias, recurrent_bias = (bias[0], bias[1]) if bias is not None and bias.ndim == 2 else (bias, None)
     count = kernel.shape[1] // a["units"] if a["recurrent_dropout"] and a["cell"] != "simple" else 1
     in_masks = dropout_masks(node, ctx, a["dropout"], "dropout", count, (x.shape[0], x.shape[2]))
@@ -95,20 +73,12 @@ def rnn(node, x, kernel, recurrent, *rest, ctx):
     steps = (xw,) if mask is None else (xw, jnp.swapaxes(mask, 0, 1) != 0)
     if a["go_backwards"]:
         steps = tuple(jnp.flip(s, 0) for s in steps)
-    body = loop_body(a, cell_step(a, recurrent, recurrent_bias, rec_masks), mask is not None)
+    body = loop_body(a, rnn_cell(CELL_MATH, a, recurrent, recurrent_bias, rec_masks), mask is not None)
     final, outputs = lax.scan(body, states, steps, unroll=xw.shape[0] if a["unroll"] else 1)
     if not a["return_sequences"]:
         return (outputs[-1],) + tuple(final)
     return (jnp.swapaxes(jnp.flip(outputs, 0) if a["go_backwards"] and a["time_order"] else outputs, 0, 1),) + \
         tuple(final)
-
-
-def parts(attrs, rest):
-    """(bias or None, given initial states (a tuple, maybe empty), mask or None) of the inputs after the kernels."""
-    rest = list(rest)
-    bias = rest.pop(0) if attrs["use_bias"] else None
-    mask = rest.pop() if attrs["masked"] else None
-    return bias, tuple(rest), mask
 
 
 def loop_body(attrs, step, masked):

@@ -6,8 +6,11 @@ does the consistent view: DTensor has no layout rule for the TensorList ops that
 ``tf.while_loop`` stack tensors with.  The zero
 initial states are made from the sequence (not as constants), so that DTensor lays them out as it does the batch.
 """
+from types import SimpleNamespace
+
 import tensorflow as tf
 
+from flowlayers.backend_common import rnn_cell, rnn_inputs
 from flowlayers.errors import EngineError
 
 from .elementwise import UNARY
@@ -51,44 +54,13 @@ def gates(z, n):
     return [z[..., g * width:(g + 1) * width] for g in range(n)]
 
 
-def cell_step(attrs, recurrent, recurrent_bias, masks):
-    """``step(states, projected input) -> (output, states)`` of the cell ``attrs["cell"]``."""
-    act, gate = activation(attrs["activation"]), activation(attrs["recurrent_activation"])
-    units, cell = attrs["units"], attrs["cell"]
-
-    def simple(states, xw):
-        h = act(xw + project(states[0], recurrent, masks))
-        return h, (h,)
-
-    def lstm(states, xw):
-        h, c = states
-        i, f, g, o = gates(xw + project(h, recurrent, masks), 4)
-        c = gate(f) * c + gate(i) * act(g)
-        h = gate(o) * act(c)
-        return h, (h, c)
-
-    def gru(states, xw):
-        (h,) = states
-        x_z, x_r, x_h = gates(xw, 3)
-        if attrs["reset_after"]:
-            inner = project(h, recurrent, masks)
-            inner = inner + recurrent_bias if recurrent_bias is not None else inner
-            r_z, r_r, r_h = gates(inner, 3)
-            z, r = gate(x_z + r_z), gate(x_r + r_r)
-            candidate = act(x_h + r * r_h)
-        else:
-            r_z, r_r = gates(project(h, recurrent[:, :2 * units], None if masks is None else masks[:2]), 2)
-            z, r = gate(x_z + r_z), gate(x_r + r_r)
-            candidate = act(x_h + project(r * h, recurrent[:, 2 * units:], None if masks is None else masks[2:]))
-        h = z * h + (1 - z) * candidate
-        return h, (h,)
-
-    return {"simple": simple, "lstm": lstm, "gru": gru}[cell]
+#: ``backend_common.rnn_cell``'s namespace: the cells' arithmetic written once, over these
+CELL_MATH = SimpleNamespace(activation=activation, project=project, gates=gates)
 
 
 def rnn(node, x, kernel, recurrent, *rest, ctx):
     a = node.attrs
-    bias, states, mask = parts(a, rest)
+    bias, states, mask = rnn_inputs(a, rest)
     input_bias, recurrent_bias = (bias[0], bias[1]) if bias is not None and bias.shape.rank == 2 else (bias, None)
     count = kernel.shape[1] // a["units"] if a["recurrent_dropout"] and a["cell"] != "simple" else 1
     batch = tf.shape(x)[0]
@@ -100,8 +72,8 @@ def rnn(node, x, kernel, recurrent, *rest, ctx):
     if not states:
         states = (tf.zeros_like(xw[0, :, :a["units"]]),) * (2 if a["cell"] == "lstm" else 1)
     steps = (xw,) if mask is None else (xw, tf.transpose(tf.not_equal(mask, tf.zeros_like(mask)), [1, 0]))
-    body = loop_body(a, cell_step(a, recurrent, recurrent_bias, rec_masks), mask is not None, ctx.input_sbp(node, 0),
-                     ctx)
+    body = loop_body(a, rnn_cell(CELL_MATH, a, recurrent, recurrent_bias, rec_masks), mask is not None,
+                     ctx.input_sbp(node, 0), ctx)
     init = states + (tf.zeros_like(states[0]),)
     backwards, in_time = a["go_backwards"], a["go_backwards"] and a["time_order"] and a["return_sequences"]
     if a["unroll"] or ctx.input_sbp(node, 0) is not None:
@@ -112,14 +84,6 @@ def rnn(node, x, kernel, recurrent, *rest, ctx):
             stacked[-1]
     output = tf.transpose(sequence, [1, 0, 2]) if a["return_sequences"] else sequence[-1]
     return (output,) + final
-
-
-def parts(attrs, rest):
-    """(bias or None, given initial states (a tuple, maybe empty), mask or None) of the inputs after the kernels."""
-    rest = list(rest)
-    bias = rest.pop(0) if attrs["use_bias"] else None
-    mask = rest.pop() if attrs["masked"] else None
-    return bias, tuple(rest), mask
 
 
 def loop_body(attrs, step, masked, nd, ctx):
