@@ -60,25 +60,35 @@ def _log(x):
     return F32(np.log(np.float64(x)))
 
 
-class ExponentialDecay(LearningRateSchedule):
-    """``initial_learning_rate * decay_rate ** (step / decay_steps)`` (``staircase``: the exponent floored)."""
+class _RateDecay(LearningRateSchedule):
+    """What ExponentialDecay and InverseTimeDecay share: their arguments and ``step / decay_steps`` (floored with
+    ``staircase``)."""
 
-    def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False, name="ExponentialDecay"):
-        for what, value in (("initial_learning_rate", initial_learning_rate), ("decay_rate", decay_rate)):
-            _number("ExponentialDecay", what, value)
-        _positive_steps("ExponentialDecay", "decay_steps", decay_steps)
+    def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase, name):
+        what = type(self).__name__
+        for argument, value in (("initial_learning_rate", initial_learning_rate), ("decay_rate", decay_rate)):
+            _number(what, argument, value)
+        _positive_steps(what, "decay_steps", decay_steps)
         self.initial_learning_rate, self.decay_steps, self.decay_rate = initial_learning_rate, decay_steps, decay_rate
         self.staircase, self.name = staircase, name
 
-    def __call__(self, step):
+    def _ratio(self, step):
         p = _step(step) / F32(self.decay_steps)
-        if self.staircase:
-            p = np.floor(p)
-        return F32(self.initial_learning_rate) * _power(F32(self.decay_rate), p)
+        return np.floor(p) if self.staircase else p
 
     def get_config(self):
         return {"initial_learning_rate": self.initial_learning_rate, "decay_steps": self.decay_steps,
                 "decay_rate": self.decay_rate, "staircase": self.staircase, "name": self.name}
+
+
+class ExponentialDecay(_RateDecay):
+    """``initial_learning_rate * decay_rate ** (step / decay_steps)`` (``staircase``: the exponent floored)."""
+
+    def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False, name="ExponentialDecay"):
+        super().__init__(initial_learning_rate, decay_steps, decay_rate, staircase, name)
+
+    def __call__(self, step):
+        return F32(self.initial_learning_rate) * _power(F32(self.decay_rate), self._ratio(step))
 
 
 class PiecewiseConstantDecay(LearningRateSchedule):
@@ -135,25 +145,14 @@ class PolynomialDecay(LearningRateSchedule):
                 "name": self.name}
 
 
-class InverseTimeDecay(LearningRateSchedule):
+class InverseTimeDecay(_RateDecay):
     """``initial_learning_rate / (1 + decay_rate * step / decay_steps)`` (``staircase``: the ratio floored)."""
 
     def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False, name="InverseTimeDecay"):
-        for what, value in (("initial_learning_rate", initial_learning_rate), ("decay_rate", decay_rate)):
-            _number("InverseTimeDecay", what, value)
-        _positive_steps("InverseTimeDecay", "decay_steps", decay_steps)
-        self.initial_learning_rate, self.decay_steps, self.decay_rate = initial_learning_rate, decay_steps, decay_rate
-        self.staircase, self.name = staircase, name
+        super().__init__(initial_learning_rate, decay_steps, decay_rate, staircase, name)
 
     def __call__(self, step):
-        p = _step(step) / F32(self.decay_steps)
-        if self.staircase:
-            p = np.floor(p)
-        return F32(self.initial_learning_rate) / (F32(1.0) + F32(self.decay_rate) * p)
-
-    def get_config(self):
-        return {"initial_learning_rate": self.initial_learning_rate, "decay_steps": self.decay_steps,
-                "decay_rate": self.decay_rate, "staircase": self.staircase, "name": self.name}
+        return F32(self.initial_learning_rate) / (F32(1.0) + F32(self.decay_rate) * self._ratio(step))
 
 
 def _cosine(fraction, alpha):
