@@ -1,6 +1,8 @@
 """Initializers as specs: each resolves, for a variable's shape, to one of four samplers
 the backend draws with stateless random ops (so every view draws the same numbers); one no sampler draws
-(``Orthogonal``) makes its value on the host instead, from the variable's seed (``host_value``).
+(``Orthogonal``) makes its value on the host instead, from the variable's seed (``host_value``).  A random
+initializer given Keras' ``seed=`` (an int) draws on the host from that seed alone: the same values for every
+variable it makes, in every view, device count and engine, as a seeded Keras initializer repeats its values.
 
 Keras names and OneFlow's ``flow.truncated_normal(0.1)``-style factories both work.
 """
@@ -21,8 +23,18 @@ class Initializer:
 
     def host_value(self, shape, seed):
         """The initial value as a numpy array made on the host from ``seed`` (two ints), for an initializer that
-        no sampler draws; None: the backend draws it from ``sampler``."""
-        return None
+        no sampler draws or that has a seed of its own; None: the backend draws it from ``sampler``."""
+        if getattr(self, "seed", None) is None:
+            return None
+        return _host_draw(*self.sampler(shape), shape, np.random.default_rng([int(self.seed)]))
+
+    def _keep_seed(self, seed):
+        """Keras' ``seed`` argument: an int, kept (and in the config) where given."""
+        if seed is None:
+            return
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise LayerError(f"{type(self).__name__}: seed expected None or an int, received {seed!r}")
+        self.seed = int(seed)
 
     def get_config(self):
         return dict(vars(self))
@@ -30,6 +42,18 @@ class Initializer:
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
         return f"{type(self).__name__}({args})"
+
+
+def _host_draw(kind, params, shape, rng):
+    """A sampler's numbers drawn with numpy: ``truncated_normal`` redraws values beyond two standard deviations."""
+    if kind == "constant":
+        return np.full(shape, params["value"])
+    if kind == "uniform":
+        return rng.uniform(params["minval"], params["maxval"], shape)
+    values = rng.standard_normal(shape)
+    while kind == "truncated_normal" and np.any(far := np.abs(values) > 2.0):
+        values[far] = rng.standard_normal(int(far.sum()))
+    return params["mean"] + params["stddev"] * values
 
 
 class Constant(Initializer):
@@ -51,16 +75,18 @@ class Ones(Constant):
 
 
 class RandomUniform(Initializer):
-    def __init__(self, minval=-0.05, maxval=0.05):
+    def __init__(self, minval=-0.05, maxval=0.05, seed=None):
         self.minval, self.maxval = float(minval), float(maxval)
+        self._keep_seed(seed)
 
     def sampler(self, shape):
         return "uniform", {"minval": self.minval, "maxval": self.maxval}
 
 
 class RandomNormal(Initializer):
-    def __init__(self, mean=0.0, stddev=0.05):
+    def __init__(self, mean=0.0, stddev=0.05, seed=None):
         self.mean, self.stddev = float(mean), float(stddev)
+        self._keep_seed(seed)
 
     def sampler(self, shape):
         return "normal", {"mean": self.mean, "stddev": self.stddev}
@@ -84,13 +110,14 @@ def fans(shape):
 
 
 class VarianceScaling(Initializer):
-    def __init__(self, scale=1.0, mode="fan_in", distribution="truncated_normal"):
+    def __init__(self, scale=1.0, mode="fan_in", distribution="truncated_normal", seed=None):
         if mode not in ("fan_in", "fan_out", "fan_avg"):
             raise LayerError(f"VarianceScaling: mode expected fan_in, fan_out or fan_avg, received {mode!r}")
         if distribution not in ("truncated_normal", "untruncated_normal", "uniform"):
             raise LayerError(f"VarianceScaling: distribution expected truncated_normal, untruncated_normal or "
                              f"uniform, received {distribution!r}")
         self.scale, self.mode, self.distribution = float(scale), mode, distribution
+        self._keep_seed(seed)
 
     def sampler(self, shape):
         fan_in, fan_out = fans(shape)
@@ -106,33 +133,33 @@ class VarianceScaling(Initializer):
 
 
 class GlorotUniform(VarianceScaling):
-    def __init__(self):
-        super().__init__(1.0, "fan_avg", "uniform")
+    def __init__(self, seed=None):
+        super().__init__(1.0, "fan_avg", "uniform", seed=seed)
 
 
 class GlorotNormal(VarianceScaling):
-    def __init__(self):
-        super().__init__(1.0, "fan_avg", "truncated_normal")
+    def __init__(self, seed=None):
+        super().__init__(1.0, "fan_avg", "truncated_normal", seed=seed)
 
 
 class HeUniform(VarianceScaling):
-    def __init__(self):
-        super().__init__(2.0, "fan_in", "uniform")
+    def __init__(self, seed=None):
+        super().__init__(2.0, "fan_in", "uniform", seed=seed)
 
 
 class HeNormal(VarianceScaling):
-    def __init__(self):
-        super().__init__(2.0, "fan_in", "truncated_normal")
+    def __init__(self, seed=None):
+        super().__init__(2.0, "fan_in", "truncated_normal", seed=seed)
 
 
 class LecunNormal(VarianceScaling):
-    def __init__(self):
-        super().__init__(1.0, "fan_in", "truncated_normal")
+    def __init__(self, seed=None):
+        super().__init__(1.0, "fan_in", "truncated_normal", seed=seed)
 
 
 class LecunUniform(VarianceScaling):
-    def __init__(self):
-        super().__init__(1.0, "fan_in", "uniform")
+    def __init__(self, seed=None):
+        super().__init__(1.0, "fan_in", "uniform", seed=seed)
 
 
 class Identity(Initializer):

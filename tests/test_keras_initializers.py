@@ -74,3 +74,33 @@ def test_a_keras_initializer_flowlayers_lacks_is_refused_by_name():
     with pytest.raises(flow.LayerError, match=r"flow\.initializers\.STFT: Keras 3's keras\.initializers\.STFT is "
                                               r"not in flowlayers"):
         flow.initializers.STFT
+
+
+@pytest.mark.parametrize("make, low, high", [
+    (lambda s: flow.initializers.GlorotUniform(seed=s), -np.sqrt(6 / 700), np.sqrt(6 / 700)),
+    (lambda s: flow.initializers.RandomUniform(-0.2, 0.1, seed=s), -0.2, 0.1),
+    (lambda s: flow.initializers.HeNormal(seed=s), None, None),
+    (lambda s: flow.initializers.RandomNormal(1.0, 0.5, seed=s), None, None),
+])
+def test_a_seeded_initializer_repeats_its_values_in_every_view(make, low, high):
+    """Keras' ``seed=``: the values depend on the seed alone (not on flow.config.set_seed, the layer or the view),
+    and follow the initializer's distribution."""
+    one = _dense_kernel(make(3), units=300, inputs=400)
+    flow.config.set_seed(99)
+    np.testing.assert_array_equal(_dense_kernel(make(3), 300, 400, "consistent", 2), one)
+    assert not np.array_equal(_dense_kernel(make(4), 300, 400), one)
+    if low is not None:
+        assert one.min() >= low and one.max() <= high and one.max() > high - 0.01 * (high - low)
+    theirs = np.asarray(keras.initializers.get(flow.initializers.serialize(make(1)))((400, 300)))     # Keras' draw
+    assert abs(one.std() - theirs.std()) < 0.03 * theirs.std() and abs(one.mean() - theirs.mean()) < 0.05
+
+
+def test_a_seed_is_in_the_config_and_refused_when_not_an_int():
+    saved = flow.initializers.serialize(flow.initializers.GlorotNormal(seed=5))
+    assert saved == {"class_name": "GlorotNormal", "config": {"seed": 5}}
+    assert flow.initializers.deserialize(saved).seed == 5
+    assert flow.initializers.deserialize(keras.initializers.serialize(keras.initializers.HeUniform(seed=7))).seed == 7
+    assert flow.initializers.serialize(flow.initializers.GlorotNormal()) == {"class_name": "GlorotNormal",
+                                                                             "config": {}}
+    with pytest.raises(flow.LayerError, match=r"RandomNormal: seed expected None or an int, received 'a'"):
+        flow.initializers.RandomNormal(seed="a")

@@ -136,11 +136,9 @@ def keras_run(name, data, initial, tmp_path):
 
 # keras.io's lines that flowlayers lacks, as a program writes them with flowlayers' imports: each a named error
 REFUSED = {
-    "keras.io's timeseries callbacks": (lambda: [keras_.callbacks.ModelCheckpoint("best_model.keras"),
-                                                 keras_.callbacks.ReduceLROnPlateau(monitor="val_loss"),
-                                                 keras_.callbacks.EarlyStopping(monitor="val_loss", patience=50)],
-                                        flow.ConfigError, r"keras.callbacks.ModelCheckpoint is not in flowlayers; "
-                                                          r"pass Keras' own"),
+    "keras.io's GAN latent draw in a step": (lambda: keras_.random.normal(shape=(4, 8)), flow.ConfigError,
+                                             r"keras.random.normal is not in flowlayers; random numbers inside a "
+                                             r"model step"),
     "keras.io's Patches": (lambda: ops_.image.extract_patches(np.zeros((1, 28, 28, 1), "float32"), 7),
                            flow.GraphError, r"keras.ops.image is not in flowlayers"),
     "a Dense after Flatten of a free length": (

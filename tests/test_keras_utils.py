@@ -10,7 +10,7 @@ import flowlayers as flow
 
 
 @pytest.mark.parametrize("ids, num_classes", [
-    ([0, 2, 1], None), (np.array([[1], [3]]), None), (np.array([[0, 1], [2, 0]]), 4), ([2.0, 0.0], 3), ([], 2),
+    ([0, 2, 1], None), ([1], None), (np.array([[1], [3]]), None), (np.array([[0, 1], [2, 0]]), 4), ([2.0, 0.0], 3), ([], 2),
 ])
 def test_to_categorical_as_keras(ids, num_classes):
     ours, theirs = flow.utils.to_categorical(ids, num_classes), keras.utils.to_categorical(ids, num_classes)
@@ -32,6 +32,7 @@ def test_to_categorical_refuses_what_is_not_a_class_id(ids, num_classes, message
 def test_normalize_as_keras(axis, order):
     x = np.random.default_rng(0).normal(size=(4, 5))
     x[1] = 0.0          # a zero norm leaves the row as it is
+    np.testing.assert_allclose(flow.utils.normalize(x), keras.utils.normalize(x), rtol=1e-15)     # the defaults
     ours = flow.utils.normalize(x, axis, order)
     if axis != 0:       # Keras' own fails on axis 0 (it reads `axis or -1`): numpy is the reference there
         np.testing.assert_allclose(ours, keras.utils.normalize(x, axis, order), rtol=1e-15)

@@ -1,6 +1,7 @@
 """flowlayers' own callbacks behave as Keras 3's: each one and its ``keras.callbacks`` twin drive the same model
 from the same start, and the histories, the weights, the learning rates and the files they write must be the same.
 Keras' implementation is the reference."""
+import inspect
 import operator
 import os
 
@@ -130,7 +131,8 @@ def test_model_checkpoint_writes_the_files_keras_writes(digits, tmp_path):
         folder = tmp_path / cb.__name__
         return [cb.ModelCheckpoint(str(folder / "best-{epoch:02d}-{val_loss:.3f}.keras"), monitor="val_accuracy",
                                    mode="max", save_best_only=True),
-                cb.ModelCheckpoint(str(folder / "e{epoch}-b{batch}.weights.h5"), save_weights_only=True, save_freq=3)]
+                cb.ModelCheckpoint(str(folder / "e{epoch}-b{batch}.weights.h5"), save_weights_only=True, save_freq=3),
+                cb.ModelCheckpoint(str(folder / "f{epoch}-b{batch}.weights.h5"), save_weights_only=True, save_freq=4)]
     ours, theirs = both(make, digits, epochs=3, steps_per_execution=2)     # batch hooks end 2 batches each
     assert_same_runs(ours, theirs)
     names = sorted(os.listdir(tmp_path / "flowlayers.callbacks"))
@@ -223,3 +225,11 @@ def test_a_schedule_is_not_set_from_an_epoch(digits):
     with pytest.raises(flow.ConfigError, match=r"ReduceLROnPlateau: expected the optimizer 'sgd' to have a float "
                                                r"learning_rate, received the schedule"):
         fit(m, digits, 1, [flow.callbacks.ReduceLROnPlateau()])
+
+
+@pytest.mark.parametrize("name", ["EarlyStopping", "ReduceLROnPlateau", "LearningRateScheduler", "ModelCheckpoint",
+                                  "CSVLogger", "TerminateOnNaN", "LambdaCallback"])
+def test_the_arguments_and_defaults_are_keras(name):
+    ours, theirs = (inspect.signature(getattr(space, name).__init__).parameters
+                    for space in (flow.callbacks, keras.callbacks))
+    assert [(p.name, p.default) for p in ours.values()] == [(p.name, p.default) for p in theirs.values()]

@@ -7,6 +7,8 @@ the image (in 'constant' mode) is ``fill_value``.  Pixels are read by one gather
 """
 import jax.numpy as jnp
 
+from flowlayers.backend_common import into_image
+
 
 def _draw(node, ctx, n, k, lower, upper):
     """Per example, draw ``k`` of U(lower, upper): shape (n,)."""
@@ -57,21 +59,6 @@ def _parameters(node, ctx, n, height, width):
     return ones, zeros, -tx, zeros, ones, -ty
 
 
-def _into_image(c, size, mode):
-    """A coordinate brought into [0, size - 1] by the fill mode ('constant': left as it is)."""
-    if mode == "constant":
-        return c
-    if size <= 1:
-        return jnp.zeros_like(c)
-    if mode == "reflect":       # half-sample symmetric: period 2 * size, mirrored in its second half
-        m = jnp.mod(c, 2.0 * size)
-        c = jnp.where(m >= size, 2.0 * size - 1.0 - m, m)
-    elif mode == "wrap":        # TF's: whole turns of size, counted in steps of size - 1
-        c = jnp.where(c < 0, c + size * (jnp.floor(-c / (size - 1)) + 1.0),
-                      jnp.where(c > size - 1, c - size * jnp.floor(c / (size - 1)), c))
-    return jnp.clip(c, 0.0, size - 1.0)
-
-
 def _read(flat, rows, cols, height, width, fill):
     """``flat`` (N, H * W, C) at integer points (N, H, W): the pixels, ``fill`` outside the image."""
     inside = (rows >= 0) & (rows < height) & (cols >= 0) & (cols < width)
@@ -86,8 +73,8 @@ def _sample(images, params, interpolation, fill_mode, fill):
     a0, a1, a2, b0, b1, b2 = (jnp.reshape(p, (-1, 1, 1)) for p in params)
     ys, xs = jnp.meshgrid(jnp.arange(height, dtype=jnp.float32), jnp.arange(width, dtype=jnp.float32),
                           indexing="ij")
-    sx = _into_image(a0 * xs + a1 * ys + a2, width, fill_mode)
-    sy = _into_image(b0 * xs + b1 * ys + b2, height, fill_mode)
+    sx = into_image(jnp, a0 * xs + a1 * ys + a2, width, fill_mode)
+    sy = into_image(jnp, b0 * xs + b1 * ys + b2, height, fill_mode)
     flat = jnp.reshape(images, (n, height * width, channels))
     if interpolation == "nearest":      # rounded half away from zero, as std::round
         rows, cols = (jnp.sign(c) * jnp.floor(jnp.abs(c) + 0.5) for c in (sy, sx))

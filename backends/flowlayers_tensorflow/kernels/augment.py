@@ -8,9 +8,16 @@ and its registered gradient transforms the output gradient back by the inverse t
 gradient of the interpolation (the views' gradients would part).
 """
 import math
+import types
 
 import numpy as np
 import tensorflow as tf
+
+from flowlayers.backend_common import into_image
+
+# what backend_common.into_image asks of an array namespace, in TensorFlow's names
+_TF = types.SimpleNamespace(zeros_like=tf.zeros_like, mod=tf.math.floormod, where=tf.where, floor=tf.floor,
+                            clip=tf.clip_by_value)
 
 
 def _draw(node, ctx, x, k, lower, upper):
@@ -72,21 +79,6 @@ def transforms(node, ctx, x, height, width):
     return tf.stack(rows + [zeros, zeros], axis=1)
 
 
-def _into_image(c, size, mode):
-    """A coordinate brought into [0, size - 1] by the fill mode ('constant': left as it is)."""
-    if mode == "constant":
-        return c
-    if size <= 1:
-        return tf.zeros_like(c)
-    if mode == "reflect":       # half-sample symmetric: period 2 * size, mirrored in its second half
-        m = tf.math.floormod(c, 2.0 * size)
-        c = tf.where(m >= size, 2.0 * size - 1.0 - m, m)
-    elif mode == "wrap":        # TF's: whole turns of size, counted in steps of size - 1
-        c = tf.where(c < 0, c + size * (tf.floor(-c / (size - 1)) + 1.0),
-                     tf.where(c > size - 1, c - size * tf.floor(c / (size - 1)), c))
-    return tf.clip_by_value(c, 0.0, size - 1.0)
-
-
 def _read(flat, rows, cols, height, width, fill):
     """``flat`` (N, H * W, C) at integer points (N, H * W): the pixels, ``fill`` outside the image."""
     inside = (rows >= 0) & (rows < height) & (cols >= 0) & (cols < width)
@@ -100,8 +92,8 @@ def _sample(images, transforms, interpolation, fill_mode, fill, ctx):
     grid = np.meshgrid(np.arange(height, dtype=np.float32), np.arange(width, dtype=np.float32), indexing="ij")
     ys, xs = (ctx.constant(g.reshape(1, -1), tf.float32) for g in grid)
     a0, a1, a2, b0, b1, b2 = (transforms[:, i:i + 1] for i in range(6))
-    sx = _into_image(a0 * xs + a1 * ys + a2, width, fill_mode)      # (N, H * W)
-    sy = _into_image(b0 * xs + b1 * ys + b2, height, fill_mode)
+    sx = into_image(_TF, a0 * xs + a1 * ys + a2, width, fill_mode)      # (N, H * W)
+    sy = into_image(_TF, b0 * xs + b1 * ys + b2, height, fill_mode)
     flat = tf.reshape(images, (-1, height * width, channels))
     if interpolation == "nearest":      # rounded half away from zero, as std::round
         rows, cols = (tf.cast(tf.sign(c) * tf.floor(tf.abs(c) + 0.5), tf.int32) for c in (sy, sx))
