@@ -199,3 +199,33 @@ def test_a_py_dataset_trains_as_its_arrays(workers):
     for a, b in zip(by_arrays.get_weights(), by_dataset.get_weights()):
         np.testing.assert_array_equal(a, b)
     assert rows.begun == rows.ended == 3
+
+
+class KerasRows(keras.utils.PyDataset):
+    """Keras' own PyDataset, as a Keras program writes one."""
+
+    def __init__(self, x, y, **kwargs):
+        super().__init__(**kwargs)
+        self.x, self.y = x, y
+
+    def __len__(self):
+        return len(self.x) // 8
+
+    def __getitem__(self, i):
+        return self.x[8 * i: 8 * i + 8], self.y[8 * i: 8 * i + 8]
+
+
+def test_keras_py_dataset_workers_are_threads_and_processes_are_refused():
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(64, 3)).astype("float32"), rng.normal(size=(64, 2)).astype("float32")
+    flow.config.set_seed(0)
+    by_arrays = small_model()
+    by_arrays.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+    flow.config.set_seed(0)
+    by_dataset = small_model()
+    by_dataset.fit(KerasRows(x, y, workers=3, max_queue_size=2), epochs=2, shuffle=False, verbose=0)
+    for a, b in zip(by_arrays.get_weights(), by_dataset.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(flow.ConfigError, match=r"KerasRows: use_multiprocessing=True is not supported"):
+        by_dataset.fit(KerasRows(x, y, workers=2, use_multiprocessing=True), epochs=1, verbose=0)
+    assert len(by_dataset.fit(KerasRows(x, y), epochs=1, verbose=0).history["loss"]) == 1

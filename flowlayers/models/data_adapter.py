@@ -1,9 +1,11 @@
 """Turning what users pass to fit/evaluate/predict into host batches, with clear errors."""
+import collections
 import itertools
+from concurrent import futures
 
 import numpy as np
 
-from ..errors import CheckpointError, InputError, describe_shape
+from ..errors import CheckpointError, ConfigError, InputError, describe_shape
 
 
 class Adapter:
@@ -66,22 +68,42 @@ class DatasetAdapter(Adapter):
 
 
 class SequenceAdapter(Adapter):
-    """An indexable of batches (``len`` and ``[i]``: ``keras.utils.PyDataset``, a list of batches); with
-    ``shuffle`` the batch order of each epoch is ``rng([seed, epoch])``'s.  Its ``on_epoch_begin`` and
-    ``on_epoch_end`` are called around each epoch, as Keras does."""
+    """An indexable of batches (``len`` and ``[i]``: ``keras.utils.PyDataset`` or ``flow.utils.PyDataset``, a list
+    of batches); with ``shuffle`` the batch order of each epoch is ``rng([seed, epoch])``'s.  Its ``on_epoch_begin``
+    and ``on_epoch_end`` are called around each epoch, as Keras does; a PyDataset's ``workers`` > 1 makes up to
+    ``max_queue_size`` batches ahead in that many threads, in order (``use_multiprocessing`` is refused by name)."""
 
     def __init__(self, sequence, shuffle, seed):
         self.sequence, self.shuffle, self.seed = sequence, shuffle, seed
         self.steps = len(sequence)
+        self.workers, self.queue = getattr(sequence, "workers", 1), getattr(sequence, "max_queue_size", 10)
+        if getattr(sequence, "use_multiprocessing", False):
+            raise ConfigError(f"{type(sequence).__name__}: use_multiprocessing=True is not supported (batches are "
+                              f"made in threads); expected use_multiprocessing=False, with workers > 1 for threads")
 
     def epoch(self, epoch):
         order = [int(i) for i in (epoch_order(self.seed, epoch, self.steps) if self.shuffle else range(self.steps))]
         if callable(getattr(self.sequence, "on_epoch_begin", None)):
             self.sequence.on_epoch_begin()
-        made = getattr(self.sequence, "batches", None)      # a flow.utils.PyDataset makes them ahead in threads
-        yield from (made(order) if callable(made) else (self.sequence[i] for i in order))
+        yield from made_ahead(self.sequence.__getitem__, order, self.workers, self.queue)
         if callable(getattr(self.sequence, "on_epoch_end", None)):
             self.sequence.on_epoch_end()
+
+
+def made_ahead(make, order, workers, queue):
+    """``make(i)`` for each ``i`` of ``order``, in that order; with ``workers`` > 1, up to ``queue`` of them made
+    ahead in that many threads."""
+    if workers <= 1:
+        yield from (make(i) for i in order)
+        return
+    with futures.ThreadPoolExecutor(workers) as pool:
+        pending = collections.deque()
+        for i in order:
+            pending.append(pool.submit(make, i))
+            if len(pending) >= queue:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 class GeneratorAdapter(Adapter):

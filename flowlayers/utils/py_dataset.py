@@ -1,15 +1,12 @@
 """PyDataset (and its older name Sequence): batches by index, Keras 3's base class for data made in Python."""
-import collections
-from concurrent import futures
-
 from ..errors import ConfigError
 
 
 class PyDataset:
     """Give ``__len__`` (batches per epoch) and ``__getitem__(i)`` (batch ``i``: ``x``, ``(x, y)`` or
-    ``(x, y, sample_weight)``); ``on_epoch_begin``/``on_epoch_end`` run around each epoch.  ``workers`` > 1 makes
-    up to ``max_queue_size`` batches ahead in that many threads (the order is kept); ``use_multiprocessing=True``
-    (processes) is refused by name."""
+    ``(x, y, sample_weight)``); ``on_epoch_begin``/``on_epoch_end`` run around each epoch.  ``workers`` > 1: ``fit``
+    makes up to ``max_queue_size`` batches ahead in that many threads (the order is kept), for Keras' PyDataset
+    too; ``use_multiprocessing=True`` (processes) is refused by name."""
 
     def __init__(self, workers=1, use_multiprocessing=False, max_queue_size=10):
         for name, value in (("workers", workers), ("max_queue_size", max_queue_size)):
@@ -44,21 +41,6 @@ class PyDataset:
 
     def on_epoch_end(self):
         pass
-
-    def batches(self, order):
-        """The batches of ``order`` (indices), in that order; made ahead in threads where ``workers`` > 1."""
-        if self._workers == 1:
-            for i in order:
-                yield self[i]
-            return
-        with futures.ThreadPoolExecutor(self._workers) as pool:
-            ahead, pending = iter(order), collections.deque()
-            for i in ahead:
-                pending.append(pool.submit(self.__getitem__, i))
-                if len(pending) >= self._max_queue_size:
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
 
 
 Sequence = PyDataset
