@@ -45,10 +45,7 @@ def is_registered(obj):
 def get_registered_object(name, custom_objects=None, module_objects=None):
     """What ``name`` stands for: in ``custom_objects``, the open scopes, the registry, then ``module_objects``;
     None if nowhere."""
-    for table in (custom_objects or {}, *reversed(_SCOPES), _REGISTERED, module_objects or {}):
-        if name in table:
-            return table[name]
-    return None
+    return all_custom_objects(custom_objects).get(name, (module_objects or {}).get(name))
 
 
 def all_custom_objects(custom_objects=None):
