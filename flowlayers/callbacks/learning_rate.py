@@ -33,8 +33,11 @@ class LearningRateScheduler(Callback):
 
     def _next_rate(self, epoch, rate):
         try:
-            takes_rate = len(inspect.signature(self.schedule).parameters) >= 2
-        except (TypeError, ValueError):      # a builtin without a signature: called as Keras calls it first
+            inspect.signature(self.schedule).bind(epoch, rate)       # (epoch, lr), *args included, as Keras tries first
+            takes_rate = True
+        except TypeError:
+            takes_rate = False
+        except ValueError:      # a builtin without a signature: called as Keras calls it first
             takes_rate = True
         return self.schedule(epoch, rate) if takes_rate else self.schedule(epoch)
 

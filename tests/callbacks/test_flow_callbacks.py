@@ -119,7 +119,8 @@ def test_reduce_lr_on_plateau_and_its_cooldown_as_keras(digits):
 
 
 @pytest.mark.parametrize("schedule", [lambda epoch, lr: lr * 0.5 if epoch % 2 else lr,
-                                      lambda epoch: 0.1 / (1 + epoch)], ids=["epoch_and_rate", "epoch"])
+                                      lambda epoch: 0.1 / (1 + epoch),
+                                      lambda *args: args[1] * 0.5], ids=["epoch_and_rate", "epoch", "varargs"])
 def test_learning_rate_scheduler_as_keras(schedule, digits):
     ours, theirs = both(lambda cb: [cb.LearningRateScheduler(schedule)], digits, epochs=4)
     assert_same_runs(ours, theirs)
