@@ -19,6 +19,7 @@ and 4-device runtimes) and a quiet TF log.
 """
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 os.environ["FLOWLAYERS_CPU_DEVICES"] = "4"
@@ -70,7 +71,8 @@ MNIST_TEST_FILES = ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 @pytest.fixture(autouse=True)
 def _reset_config():
     """Each test starts with no automatic layer names, no view set, no device count set (one device), no layout
-    rules, the default mesh, seed 0 and the default dtype policy (float32)."""
+    rules, the default mesh, seed 0, the default dtype policy (float32) and TensorFlow's global seed unset."""
+    reset_tensorflow_seed()
     flow.clear_session()
     flow.mixed_precision.set_global_policy(None)
     flow.settings.set_device_num(None)      # a count set by an earlier test (4 devices) would otherwise hold here
@@ -80,6 +82,15 @@ def _reset_config():
     flow.config.set_seed(0)
     yield
     flow.mixed_precision.set_global_policy(None)
+
+
+def reset_tensorflow_seed():
+    """TensorFlow's process-wide seed unset, as a fresh process has it.  Keras' ``set_random_seed`` sets it
+    (``tf.random.set_seed``), and it changes the order of every seeded ``tf.data`` shuffle made after: a test
+    comparing a program run in its own process with the same program run here would see other batches."""
+    tf = sys.modules.get("tensorflow")      # never imported: nothing has set it
+    if tf is not None and tf.compat.v1.get_seed(None)[0] is not None:
+        tf.random.set_seed(None)
 
 
 @pytest.fixture
