@@ -2,6 +2,8 @@
 backend ends within 1e-4; a checkpoint written by either loads in the other, in any view and mesh, bit for bit, and
 predicts within 1e-5; a model moves between engines when the backend is switched; backend_name says which runs."""
 import importlib.util
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -46,6 +48,16 @@ def build():
     model.compile(flow.optimizers.Adam(0.01), flow.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     return model
+
+
+@pytest.fixture(autouse=True)
+def _jax_has_the_devices():
+    """JAX gives this process the 4 devices the places need, or the test is skipped saying why: JAX was started
+    with fewer by code outside flowlayers (a test using JAX directly in this process), which no test here can undo."""
+    try:
+        flow.engine.backend("jax").check_device_count(4, "tests/test_cross_backend.py's places")
+    except flow.ConfigError as e:
+        pytest.skip(str(e))
 
 
 @pytest.fixture(autouse=True)
@@ -109,3 +121,32 @@ def test_a_model_moves_to_the_other_engine_when_the_backend_is_switched():
     assert type(model.trainer.step("predict").runtime).__module__ == "flowlayers_jax.runtime"
     model.fit(X, Y, batch_size=32, epochs=1, verbose=0)        # trains on, on JAX, with the optimizer's state
     assert model.optimizer.iterations == 4
+
+
+# a fresh process: on the tensorflow backend, a model exported as a jax artifact and the artifact loaded (both start
+# JAX), then the same model trained on the jax backend on 2 devices
+EXPORT_THEN_TRAIN = """
+import numpy as np
+import flowlayers as flow
+flow.config.set_backend("tensorflow")
+x = flow.Input((4,))
+model = flow.Model(x, flow.layers.Dense(3)(x))
+model.compile("sgd", "mse")
+data = np.ones((8, 4), np.float32)
+model.export(OUT, format="jax", verbose=False)
+np.testing.assert_allclose(flow.export.load(OUT)(data), model.predict(data, verbose=0), atol=1e-6)
+flow.config.set_backend("jax")
+flow.config.gpu_device_num(2)
+model.fit(data, np.zeros((8, 3), np.float32), batch_size=8, verbose=0)
+print(len(model.trainer.step("train").runtime.devices))
+"""
+
+
+@pytest.mark.slow
+def test_an_export_through_jax_leaves_a_later_jax_runtime_its_devices(tmp_path):
+    """Exporting (or loading) a jax artifact starts JAX from any backend: it reserves the CPU devices first, as a
+    runtime does, so the jax backend still has 2 devices afterwards (JAX's default, 1, made it a ConfigError)."""
+    script = f"OUT = {str(tmp_path / 'served')!r}\n" + EXPORT_THEN_TRAIN
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-1] == "2", done.stdout

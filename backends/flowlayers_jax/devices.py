@@ -2,8 +2,9 @@
 
 As for the tensorflow backend: on a CPU host the first ``flow.config.gpu_device_num`` (or mesh) records, without
 starting JAX, that its CPU platform is to make ``max(n, $FLOWLAYERS_CPU_DEVICES)`` devices (8 when unset); JAX
-cannot add devices once its backends are initialised, so from then on only those exist.  Where a GPU plugin is
-installed, how many GPUs there are is known only once JAX starts: the check waits for the first runtime.
+cannot add devices once its backends are initialised, so from then on only those exist (an export, or loading one,
+that starts JAX first reserves them as well: ``reserve``).  Where a GPU plugin is installed, how many GPUs there are
+is known only once JAX starts: the check waits for the first runtime.
 
 Several processes (``join``): each joins JAX's distributed runtime before JAX starts and reserves its own devices
 (``n`` counts one process's); the mesh takes the first ``local`` devices of process 0, then of process 1, ...
@@ -19,8 +20,8 @@ from flowlayers.backend_common import device_count_error
 from flowlayers.errors import ConfigError
 
 # flowlayers' dtypes include float64 and int64 (argmax, labels, casts): 64-bit types on, before this backend makes
-# any array (every path to a runtime passes here first).  Every array the backend makes names its dtype, so float32
-# models stay float32.
+# any array (every path that starts JAX passes here first: a runtime, an export, loading one).  Every array the
+# backend makes names its dtype, so float32 models stay float32.
 jax.config.update("jax_enable_x64", True)
 
 DEFAULT_CPU_DEVICES = 8
@@ -96,6 +97,14 @@ def _reach(address, where):
                       f"it (the launcher's --coordinator)")
 
 
+def reserve(n=1):
+    """Before this backend starts JAX: its CPU platform asked for ``max(n, $FLOWLAYERS_CPU_DEVICES)`` devices, once
+    per process.  Every path that starts JAX passes here (a runtime through ``check``; an export or loading one
+    directly): JAX started by one of them with its default single CPU device would leave a later runtime short."""
+    if _cpu["count"] is None:
+        _reserve_cpu(max(n, int(os.environ.get("FLOWLAYERS_CPU_DEVICES", "") or DEFAULT_CPU_DEVICES)))
+
+
 def _reserve_cpu(want):
     """Ask JAX's CPU platform for ``want`` devices when it starts; it is not started here."""
     try:
@@ -108,8 +117,7 @@ def _reserve_cpu(want):
 def check(n, what, start=False):
     """Raise ConfigError naming ``what`` if this process cannot give ``n`` devices.  Nothing is started unless
     ``start`` (a runtime is being made) or JAX has GPUs to count."""
-    if _cpu["count"] is None:
-        _reserve_cpu(max(n, int(os.environ.get("FLOWLAYERS_CPU_DEVICES", "") or DEFAULT_CPU_DEVICES)))
+    reserve(n)
     if start:
         platform = jax.default_backend()
     elif gpu_plugin_installed():

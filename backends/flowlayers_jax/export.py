@@ -19,6 +19,7 @@ from jax import export as jax_export
 from flowlayers.backend_common import exported_inputs, nested, tensor_name
 from flowlayers.errors import ConfigError
 
+from . import devices
 from .lowering import Context, run_graph
 
 MANIFEST, PROGRAM, WEIGHTS = "flowlayers_export.json", "model.jax", "weights.npz"
@@ -35,6 +36,7 @@ def function(program, paths, spec):
 
 
 def export(program, weights, spec, filepath):
+    devices.reserve()       # lowering starts JAX (on any backend): with the devices a later runtime needs
     paths = list(weights)
     values = [np.asarray(weights[p]) for p in paths]
     fn = function(program, paths, spec)
@@ -123,6 +125,7 @@ def load(filepath, format):
             return tf.nest.map_structure(lambda t: t.numpy(), loaded.serve(*arguments))
         serve.loaded = loaded
         return serve
+    devices.reserve()       # calling the artifact starts JAX: with the devices a later runtime needs
     with open(os.path.join(filepath, MANIFEST)) as f:
         manifest = json.load(f)
     with open(os.path.join(filepath, PROGRAM), "rb") as f:
