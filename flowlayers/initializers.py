@@ -99,8 +99,11 @@ class TruncatedNormal(RandomNormal):
         return "truncated_normal", {"mean": self.mean, "stddev": self.stddev}
 
 
-def fans(shape):
-    """(fan_in, fan_out) as Keras computes them; kernels are (in, out) or (kh, kw, in, out)."""
+def fans(shape, input_axes=None, output_axes=None):
+    """(fan_in, fan_out) as Keras computes them: the products of the dims at ``input_axes`` and ``output_axes``
+    where both are given (an EinsumDense kernel, Keras 3.15), else a kernel read as (in, out) or (kh, kw, in, out)."""
+    if input_axes is not None and output_axes is not None:
+        return math.prod(shape[a] for a in input_axes), math.prod(shape[a] for a in output_axes)
     if len(shape) < 1:
         return 1, 1
     if len(shape) == 1:
@@ -110,17 +113,46 @@ def fans(shape):
 
 
 class VarianceScaling(Initializer):
-    def __init__(self, scale=1.0, mode="fan_in", distribution="truncated_normal", seed=None):
+    """Keras 3's VarianceScaling: values of variance ``scale / fan`` (``mode``: fan_in, fan_out or their mean).
+    ``input_axes`` and ``output_axes`` (both or neither) name the kernel dims whose sizes multiply to the fans;
+    EinsumDense and MultiHeadAttention give them from their equations where they are unset, as Keras 3.15 does."""
+
+    def __init__(self, scale=1.0, mode="fan_in", distribution="truncated_normal", seed=None, input_axes=None,
+                 output_axes=None):
         if mode not in ("fan_in", "fan_out", "fan_avg"):
             raise LayerError(f"VarianceScaling: mode expected fan_in, fan_out or fan_avg, received {mode!r}")
+        distribution = "truncated_normal" if distribution == "normal" else distribution    # Keras' alias
         if distribution not in ("truncated_normal", "untruncated_normal", "uniform"):
-            raise LayerError(f"VarianceScaling: distribution expected truncated_normal, untruncated_normal or "
-                             f"uniform, received {distribution!r}")
+            raise LayerError(f"VarianceScaling: distribution expected truncated_normal, untruncated_normal, normal "
+                             f"or uniform, received {distribution!r}")
+        if not float(scale) > 0:
+            raise LayerError(f"VarianceScaling: scale expected a positive float, received {scale!r}")
         self.scale, self.mode, self.distribution = float(scale), mode, distribution
+        self.input_axes, self.output_axes = _axes(input_axes, output_axes, type(self).__name__)
         self._keep_seed(seed)
 
+    def get_config(self):
+        config = dict(vars(self))
+        if self.input_axes is None:
+            del config["input_axes"], config["output_axes"]
+        return config
+
+    def with_axes(self, input_axes, output_axes):
+        """This initializer with the fans read from ``input_axes`` and ``output_axes``, where it has none of its
+        own (the seed kept)."""
+        if self.input_axes is not None:
+            return self
+        config = {k: v for k, v in self.get_config().items()
+                  if k in inspect.signature(type(self)).parameters}
+        return type(self)(**{**config, "input_axes": list(input_axes), "output_axes": list(output_axes)})
+
     def sampler(self, shape):
-        fan_in, fan_out = fans(shape)
+        for axis in (self.input_axes or []) + (self.output_axes or []):
+            if not -len(shape) <= axis < len(shape):
+                raise LayerError(f"{type(self).__name__}: input_axes {self.input_axes} and output_axes "
+                                 f"{self.output_axes} expected axes of the variable's shape {tuple(shape)}, "
+                                 f"received axis {axis}")
+        fan_in, fan_out = fans(shape, self.input_axes, self.output_axes)
         fan = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2}[self.mode]
         var = self.scale / max(1.0, fan)
         if self.distribution == "uniform":
@@ -132,34 +164,48 @@ class VarianceScaling(Initializer):
         return "truncated_normal", {"mean": 0.0, "stddev": math.sqrt(var) / 0.87962566103423978}
 
 
+def _axes(input_axes, output_axes, who):
+    """Keras' ``input_axes``/``output_axes`` as lists of ints, both or neither."""
+    if (input_axes is None) != (output_axes is None):
+        raise LayerError(f"{who}: input_axes and output_axes expected both or neither (the fans come from both), "
+                         f"received input_axes={input_axes!r}, output_axes={output_axes!r}")
+    if input_axes is None:
+        return None, None
+    for name, axes in (("input_axes", input_axes), ("output_axes", output_axes)):
+        if not isinstance(axes, (list, tuple)) or not all(isinstance(a, int) and not isinstance(a, bool)
+                                                          for a in axes):
+            raise LayerError(f"{who}: {name} expected a list of ints (kernel dims), received {axes!r}")
+    return list(input_axes), list(output_axes)
+
+
 class GlorotUniform(VarianceScaling):
-    def __init__(self, seed=None):
-        super().__init__(1.0, "fan_avg", "uniform", seed=seed)
+    def __init__(self, seed=None, input_axes=None, output_axes=None):
+        super().__init__(1.0, "fan_avg", "uniform", seed, input_axes, output_axes)
 
 
 class GlorotNormal(VarianceScaling):
-    def __init__(self, seed=None):
-        super().__init__(1.0, "fan_avg", "truncated_normal", seed=seed)
+    def __init__(self, seed=None, input_axes=None, output_axes=None):
+        super().__init__(1.0, "fan_avg", "truncated_normal", seed, input_axes, output_axes)
 
 
 class HeUniform(VarianceScaling):
-    def __init__(self, seed=None):
-        super().__init__(2.0, "fan_in", "uniform", seed=seed)
+    def __init__(self, seed=None, input_axes=None, output_axes=None):
+        super().__init__(2.0, "fan_in", "uniform", seed, input_axes, output_axes)
 
 
 class HeNormal(VarianceScaling):
-    def __init__(self, seed=None):
-        super().__init__(2.0, "fan_in", "truncated_normal", seed=seed)
+    def __init__(self, seed=None, input_axes=None, output_axes=None):
+        super().__init__(2.0, "fan_in", "truncated_normal", seed, input_axes, output_axes)
 
 
 class LecunNormal(VarianceScaling):
-    def __init__(self, seed=None):
-        super().__init__(1.0, "fan_in", "truncated_normal", seed=seed)
+    def __init__(self, seed=None, input_axes=None, output_axes=None):
+        super().__init__(1.0, "fan_in", "truncated_normal", seed, input_axes, output_axes)
 
 
 class LecunUniform(VarianceScaling):
-    def __init__(self, seed=None):
-        super().__init__(1.0, "fan_in", "uniform", seed=seed)
+    def __init__(self, seed=None, input_axes=None, output_axes=None):
+        super().__init__(1.0, "fan_in", "uniform", seed, input_axes, output_axes)
 
 
 class Identity(Initializer):

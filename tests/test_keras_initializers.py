@@ -104,3 +104,55 @@ def test_a_seed_is_in_the_config_and_refused_when_not_an_int():
                                                                              "config": {}}
     with pytest.raises(flow.LayerError, match=r"RandomNormal: seed expected None or an int, received 'a'"):
         flow.initializers.RandomNormal(seed="a")
+
+
+# Keras 3.15's EinsumDense reads a VarianceScaling kernel's fans from its equation: the kernel letters of the output
+# make the fan out, the others the fan in (MultiHeadAttention's projections are EinsumDense layers in Keras)
+EINSUMS = [("abc,cde->abde", "de", (16, 96), (16, 6, 32)), ("abcd,cde->abe", "e", (16, 6, 32), (16, 80)),
+           ("ab,bc->ac", "c", (96,), (64,)), ("abc,cd->abd", "d", (16, 96), (16, 40))]
+
+
+@pytest.mark.parametrize("equation, bias, inputs, outputs", EINSUMS, ids=[e[0] for e in EINSUMS])
+@pytest.mark.parametrize("initializer", ["glorot_uniform", "he_normal", "lecun_uniform"])
+def test_an_einsum_kernel_draws_with_the_fans_keras_gives_it(equation, bias, inputs, outputs, initializer):
+    flow.clear_session()
+    ours = flow.layers.EinsumDense(equation, outputs, bias_axes=bias, kernel_initializer=initializer)
+    ours(flow.Input(inputs))
+    theirs = keras.layers.EinsumDense(equation, outputs, bias_axes=bias, kernel_initializer=initializer)
+    theirs.build((None,) + inputs)
+    ours, theirs = ours.get_weights()[0], np.asarray(theirs.kernel)
+    assert ours.shape == theirs.shape
+    assert abs(ours.std() - theirs.std()) < 0.06 * theirs.std(), (ours.std(), theirs.std())
+    assert flow.layers.EinsumDense(equation, outputs, kernel_initializer=initializer).get_config()[
+        "kernel_initializer"] == flow.initializers.serialize(flow.initializers.get(initializer))     # config as given
+
+
+def test_attention_kernels_draw_with_keras_fans():
+    flow.clear_session()
+    x = flow.Input((8, 96))
+    ours = flow.layers.MultiHeadAttention(6, 32, name="att")
+    ours(x, x)
+    theirs = keras.layers.MultiHeadAttention(6, 32, name="att")
+    theirs(keras.Input((8, 96)), keras.Input((8, 96)))
+    for mine, keras_weight in zip(ours.get_weights(), theirs.get_weights()):
+        assert mine.shape == keras_weight.shape
+        assert abs(mine.std() - keras_weight.std()) <= 0.06 * keras_weight.std(), (mine.shape, mine.std(),
+                                                                                   keras_weight.std())
+
+
+def test_variance_scaling_axes_give_keras_fans_and_are_checked():
+    vs = flow.initializers.VarianceScaling(2.0, "fan_out", "uniform", input_axes=[0, 1], output_axes=[2])
+    limit = np.sqrt(3.0 * 2.0 / 7)
+    assert vs.sampler((3, 5, 7)) == ("uniform", {"minval": -limit, "maxval": limit})
+    assert flow.initializers.deserialize(keras.initializers.serialize(keras.initializers.VarianceScaling(
+        2.0, "fan_out", "uniform", input_axes=[0, 1], output_axes=[2]))).sampler((3, 5, 7)) == vs.sampler((3, 5, 7))
+    assert flow.initializers.deserialize(flow.initializers.serialize(vs)).get_config() == vs.get_config()
+    assert flow.initializers.VarianceScaling(distribution="normal").distribution == "truncated_normal"   # Keras' alias
+    with pytest.raises(flow.LayerError, match=r"VarianceScaling: input_axes and output_axes expected both or neither"):
+        flow.initializers.VarianceScaling(input_axes=[0])
+    with pytest.raises(flow.LayerError, match=r"GlorotUniform: output_axes expected a list of ints .* received 'x'"):
+        flow.initializers.GlorotUniform(input_axes=[0], output_axes="x")
+    with pytest.raises(flow.LayerError, match=r"expected axes of the variable's shape \(3, 5\), received axis 2"):
+        flow.initializers.GlorotUniform(input_axes=[0], output_axes=[2]).sampler((3, 5))
+    with pytest.raises(flow.LayerError, match=r"VarianceScaling: scale expected a positive float, received 0"):
+        flow.initializers.VarianceScaling(0)

@@ -20,6 +20,9 @@ from ..ops import attention, elementwise as ew, nn
 from ..ops.einsum import einsum
 from ..ops.shape import reshape
 from .base import Layer
+from .einsum_dense import kernel_fans
+
+PROJECT, MERGE = "abc,cde->abde", "abcd,cde->abe"     # Keras' projections into and out of the heads
 
 LARGE_NEGATIVE = -1e9       # what Keras' masked softmax adds where the mask is off (float32)
 
@@ -73,14 +76,14 @@ class MultiHeadAttention(Layer):
     def build(self, shapes):
         (_, _, d_query), (_, _, d_value), (_, _, d_key) = shapes[:3]
         heads, k, v = self.num_heads, self.key_dim, self.value_dim
-        self.query_kernel, self.query_bias = self._dense("query", (d_query, heads, k), (heads, k))
-        self.key_kernel, self.key_bias = self._dense("key", (d_key, heads, k), (heads, k))
-        self.value_kernel, self.value_bias = self._dense("value", (d_value, heads, v), (heads, v))
+        self.query_kernel, self.query_bias = self._dense("query", (d_query, heads, k), (heads, k), PROJECT)
+        self.key_kernel, self.key_bias = self._dense("key", (d_key, heads, k), (heads, k), PROJECT)
+        self.value_kernel, self.value_bias = self._dense("value", (d_value, heads, v), (heads, v), PROJECT)
         out = self.output_shape or d_query
-        self.output_kernel, self.output_bias = self._dense("attention_output", (heads, v, out), (out,))
+        self.output_kernel, self.output_bias = self._dense("attention_output", (heads, v, out), (out,), MERGE)
 
-    def _dense(self, name, kernel_shape, bias_shape):
-        kernel = self.add_weight(f"{name}/kernel", kernel_shape, self.kernel_initializer,
+    def _dense(self, name, kernel_shape, bias_shape, equation):
+        kernel = self.add_weight(f"{name}/kernel", kernel_shape, kernel_fans(self.kernel_initializer, equation),
                                  regularizer=self.kernel_regularizer)
         bias = self.add_weight(f"{name}/bias", bias_shape, self.bias_initializer,
                                regularizer=self.bias_regularizer) if self.use_bias else None
@@ -92,15 +95,15 @@ class MultiHeadAttention(Layer):
 
     def call(self, inputs, training=None, use_causal_mask=False, return_attention_scores=False):
         query, value, key, *mask = inputs
-        q = self._project(query, "abc,cde->abde", self.query_kernel, self.query_bias)
-        k = self._project(key, "abc,cde->abde", self.key_kernel, self.key_bias)
-        v = self._project(value, "abc,cde->abde", self.value_kernel, self.value_bias)
+        q = self._project(query, PROJECT, self.query_kernel, self.query_bias)
+        k = self._project(key, PROJECT, self.key_kernel, self.key_bias)
+        v = self._project(value, PROJECT, self.value_kernel, self.value_bias)
         mask = mask[0] if mask else None
         if self.dropout or return_attention_scores:            # Keras' choice of its composed form
             attended, probs = self._composed(q, k, v, query, value, mask, use_causal_mask, training)
         else:
             attended, probs = self._fused(q, k, v, mask, use_causal_mask), None
-        out = self._project(attended, "abcd,cde->abe", self.output_kernel, self.output_bias)
+        out = self._project(attended, MERGE, self.output_kernel, self.output_bias)
         return (out, probs) if return_attention_scores else out
 
     def _fused(self, q, k, v, mask, causal):

@@ -7,7 +7,7 @@ The first term is the input, the second the kernel; ``output_shape`` gives the o
 letters it shares with the input and the output; ``bias_axes`` names output letters, and the bias spans from the
 first of them to the last output dim (1 where a letter has no bias), as in Keras.
 """
-from .. import activations
+from .. import activations, initializers
 from ..errors import LayerError
 from ..ops.einsum import einsum, parse
 from .base import Layer
@@ -62,7 +62,7 @@ class EinsumDense(Layer):
                              f"output_shape, received neither (equation {self.equation!r}, output_shape "
                              f"{self.output_shape})")
         self._equation = f"{x},{k}->{out}"
-        self.kernel = self.add_weight("kernel", tuple(sizes[c] for c in k), self.kernel_initializer,
+        self.kernel = self.add_weight("kernel", tuple(sizes[c] for c in k), kernel_fans(self.kernel_initializer, self._equation),
                                       regularizer=self.kernel_regularizer)
         self.bias = None
         if self.bias_axes:
@@ -82,3 +82,15 @@ class EinsumDense(Layer):
         return {**super().get_config(), "equation": self.equation, "output_shape": self.output_shape,
                 "activation": activations.name_of(self.activation), "bias_axes": self.bias_axes,
                 **self.kernel_and_bias_config()}
+
+
+def kernel_fans(initializer, equation):
+    """A VarianceScaling ``initializer`` whose fans are, of the kernel's letters in ``equation`` ('x,kernel->out'),
+    those of the output (fan out) and the others (fan in), as Keras 3.15's EinsumDense gives them; any other
+    initializer as it is."""
+    if not isinstance(initializer, initializers.VarianceScaling):
+        return initializer
+    left, out = equation.split("->")
+    kernel = left.split(",")[1]
+    return initializer.with_axes([i for i, c in enumerate(kernel) if c not in out],
+                                 [i for i, c in enumerate(kernel) if c in out])

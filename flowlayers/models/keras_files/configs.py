@@ -13,7 +13,7 @@ from . import layer_table
 
 POLICY = {"module": "keras", "class_name": "DTypePolicy", "registered_name": None}
 OBJECT_MODULES = {"_initializer": "keras.initializers", "_regularizer": "keras.regularizers"}
-INITIALIZER_ONLY_KERAS = ("seed", "input_axes", "output_axes")   # seeds: the weights come from the file
+INITIALIZER_ONLY_KERAS = ("seed",)   # the weights come from the file
 
 
 # Writing -----------------------------------------------------------------
