@@ -5,19 +5,13 @@ the call is given: in a model's step, the whole batch in the consistent view, ea
 view (as Keras' MirroredStrategy decides per replica).  Labels given as -1/1 are read alike everywhere.
 """
 from .. import ops
-from ..ops.dispatch import dtype_of
 from .base import Loss, pair
 
 
 def _as_signs(y_true):
     """Keras' ``convert_binary_labels_to_hinge``: labels all 0 or 1 become -1/1, others stay."""
-    # max |y (y - 1)| is 0 exactly where every label is 0 or 1; the choice is made arithmetically, ``y + b (y - 1)``
-    # with b 1 or 0, as a select on a scalar condition over a batch split across devices is not lowered alike by
-    # every engine
-    axes = tuple(range(ops.ndim(y_true)))
-    spread = ops.max(ops.abs(ops.multiply(y_true, ops.subtract(y_true, 1.0))), axis=axes, keepdims=True)
-    binary = ops.cast(ops.equal(spread, 0.0), dtype_of(y_true))
-    return ops.add(y_true, ops.multiply(binary, ops.subtract(y_true, 1.0)))
+    binary = ops.all(ops.logical_or(ops.equal(y_true, 0.0), ops.equal(y_true, 1.0)))
+    return ops.where(binary, ops.subtract(ops.multiply(y_true, 2.0), 1.0), y_true)
 
 
 def hinge(y_true, y_pred):

@@ -47,7 +47,16 @@ def cast(node, x, ctx):
 
 
 def where(node, condition, a, b, ctx):
-    return tf.where(condition, a, b)
+    # every operand given the result's rank (leading 1s): DTensor's select crashes the process (SIGSEGV, TF 2.21)
+    # on a rank-0 condition beside operands split over the mesh
+    rank = max(len(t.shape) for t in (condition, a, b))
+    return tf.where(*(_ranked(t, rank) for t in (condition, a, b)))
+
+
+def _ranked(t, rank):
+    for _ in range(rank - len(t.shape)):
+        t = tf.expand_dims(t, 0)
+    return t
 
 
 def fill_like(node, x, ctx):
