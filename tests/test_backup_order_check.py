@@ -155,3 +155,33 @@ def test_a_dataset_resume_in_another_shuffle_order_is_refused_and_the_same_order
     reference = resume_fit.build()
     reference.fit(dataset(), epochs=2, verbose=0)
     assert model.optimizer.iterations == 10 and max_diff(model.get_weights(), reference.get_weights()) < 1e-6
+
+
+def grouped_model():
+    """resume_fit's model, its batches handed to the engine two at a time."""
+    model = resume_fit.build()
+    model.compile(flow.optimizers.Adam(0.01), flow.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"], steps_per_execution=2)
+    return model
+
+
+def test_grouped_steps_and_a_smaller_last_batch_resume_checked(tmp_path):
+    flow.config.set_view("mirrored")
+    flow.config.gpu_device_num(2)
+    x, y = resume_fit.data()
+
+    def fit_grouped(model, x, y, *callbacks):     # 7 batches an epoch (the last of 20): groups of 2, 2, 2, 1
+        return model.fit(x, y, batch_size=30, epochs=2, shuffle=True, verbose=0,
+                         callbacks=[flow.callbacks.BackupAndRestore(tmp_path, save_freq=2), *callbacks])
+
+    with pytest.raises(KeyboardInterrupt):
+        fit_grouped(grouped_model(), x, y, InterruptAtStep(11))
+    assert json.loads(manifest(tmp_path).read_text())["state"]["position"]["batch"] == 4
+    model = grouped_model()
+    with pytest.raises(flow.CheckpointError) as e:
+        fit_grouped(model, x[::-1], y[::-1])
+    assert "the 4 batch(es) of epoch 2" in str(e.value)
+    fit_grouped(model, x, y)
+    reference = grouped_model()
+    reference.fit(x, y, batch_size=30, epochs=2, shuffle=True, verbose=0)
+    assert model.optimizer.iterations == 14 and max_diff(model.get_weights(), reference.get_weights()) < 1e-6
