@@ -30,8 +30,8 @@ class BackupAndRestore(Callback):
     or dtypes.
 
     Order check (Keras' callback has none): a save every N steps also holds a
-    fingerprint (blake2b) of the batches the epoch trained on so far, their
-    arrays' bytes; the rerun fingerprints the batches it skips and raises
+    fingerprint of the batches the epoch trained on so far (their arrays'
+    dtypes, shapes and bytes: ``models.batch_fingerprint``); the rerun fingerprints the batches it skips and raises
     CheckpointError (no step taken, the backup kept as it was) where they
     differ: another shuffle seed, another ``tf.random.set_seed``, an unseeded
     shuffle (a new order in every process: it cannot be replayed) or

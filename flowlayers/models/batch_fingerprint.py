@@ -2,6 +2,7 @@
 it skips are the ones the interrupted run took (``BackupAndRestore``): an order that differs would train some
 samples twice and others never, silently."""
 import hashlib
+import zlib
 
 import numpy as np
 
@@ -9,7 +10,9 @@ from .data_adapter import Batch
 
 
 class Fingerprint:
-    """blake2b over each batch in turn: each of its arrays' dtype, shape and bytes (inputs, labels, weights).
+    """blake2b over each batch in turn: each of its arrays' dtype, shape and the CRC-32 of its bytes (inputs,
+    labels, weights).  CRC-32 reads the bytes about four times faster than blake2b (one pass, about 2 GB/s): a
+    batch that differs passes for the saved one with odds of 2**-32, enough for orders that differ by mistake.
 
     Nothing is kept but the digest; a batch of rows of the training arrays (``data_adapter.Batch``) has its rows
     read for it, one array at a time, and nothing is cached on the batch (an engine may still take the rows on its
@@ -24,8 +27,8 @@ class Fingerprint:
             batch = (source[rows] for source in batch.sources)
         for a in batch:
             a = np.ascontiguousarray(a)
-            self._digest.update(f"{a.dtype.str}{a.shape};".encode())
-            self._digest.update(a.reshape(-1).view(np.uint8))     # the bytes where they lie (any dtype)
+            crc = zlib.crc32(a.reshape(-1).view(np.uint8))       # the bytes where they lie (any dtype)
+            self._digest.update(f"{a.dtype.str}{a.shape}{crc};".encode())
 
     def hexdigest(self):
         return self._digest.hexdigest()
