@@ -143,6 +143,8 @@ def test_a_dataset_resume_in_another_shuffle_order_is_refused_and_the_same_order
     with pytest.raises(flow.CheckpointError) as e:
         fit_on(dataset(seed=2), model)                                  # another shuffle seed
     assert "the 3 batch(es) of epoch 2" in str(e.value) and "order differs" in str(e.value)
+    with pytest.raises(flow.CheckpointError):
+        fit_on(dataset(seed=None), model)                               # unseeded: a new order each time
     tf.random.set_seed(3)        # TensorFlow's global seed changes a seeded shuffle's order too
     try:
         with pytest.raises(flow.CheckpointError):

@@ -51,7 +51,8 @@ class FitState:
 
     def begin_epoch(self, epoch, batch, sums=(), fingerprint=None):
         """Start epoch ``epoch`` at ``batch`` (a resumed one: its metric ``sums`` and the ``fingerprint`` of the
-        batches before, which ``skipped`` then ``check_skipped`` compare; None: a backup saved without one)."""
+        batches before it, which ``check_skipped`` compares with the skipped batches ``done`` was given; None: a
+        backup saved without one)."""
         self.epoch, self.batch = epoch, batch
         self.expected = fingerprint if batch and self.check_order else None
         self.fingerprint = Fingerprint() if self.fingerprinting or self.expected is not None else None
@@ -63,7 +64,6 @@ class FitState:
         for m in self.metrics:
             if m.name in saved:
                 m.sums = [saved[m.name][j] for j in sorted(saved[m.name])]
-
 
     def done(self, batches):
         """``batches`` were trained on (or, resuming, skipped as done before): into the epoch's fingerprint."""
@@ -111,12 +111,11 @@ def _run_batches(model, step, groups, metrics, callbacks, hook, train, state=Non
         for m in metrics:
             m.add_sums([next(sums) for _ in range(m.step_outputs)], group.samples)
         at += len(group)
-        if state is not None:
-            state.done(group.batches)
         if each_batch:
             logs = {m.name: m.result() for m in metrics}
         if state is not None:
             state.batch = at
+            state.done(group.batches)
         getattr(callbacks, f"on_{hook}_batch_end")(at - 1, logs)
         if train and model.stop_training:
             break
