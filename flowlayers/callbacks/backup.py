@@ -24,14 +24,24 @@ class BackupAndRestore(Callback):
     numpy input is shuffled from the seed (``flow.config.set_seed``); a
     ``tf.data.Dataset`` must shuffle with a seed, ``ds.shuffle(n, seed=1)``.
     A seeded shuffle reorders each epoch, and the rerun replays the epochs
-    before the resumed one so that it gets its own order back.  An unseeded
-    shuffle draws a new order in every process and cannot be replayed: the
-    run resumes at the right step, but on other batches.  A backup is refused
-    (CheckpointError, nothing loaded) if the rerun's data has other batches per
-    epoch, ``batch_size`` or, for a dataset, other element shapes or dtypes.
+    before the resumed one so that it gets its own order back.  A backup is
+    refused (CheckpointError, nothing loaded) if the rerun's data has other
+    batches per epoch, ``batch_size`` or, for a dataset, other element shapes
+    or dtypes.
+
+    Order check (Keras' callback has none): a save every N steps also holds a
+    fingerprint of the batches the epoch trained on so far (their arrays'
+    dtypes, shapes and bytes: ``models.batch_fingerprint``); the rerun fingerprints the batches it skips and raises
+    CheckpointError (no step taken, the backup kept as it was) where they
+    differ: another shuffle seed, another ``tf.random.set_seed``, an unseeded
+    shuffle (a new order in every process: it cannot be replayed) or
+    reordered arrays would otherwise train some samples twice and others
+    never.  ``check_order=False`` resumes on such batches anyway.  Only a
+    backup that saves mid-epoch pays for it, one hash of each batch; a backup
+    saved without a fingerprint (an older one) resumes unchecked.
     """
 
-    def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True):
+    def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True, check_order=True):
         super().__init__()
         if not backup_dir:
             raise ConfigError(f"BackupAndRestore: backup_dir expected a directory path, received {backup_dir!r}")
@@ -39,10 +49,14 @@ class BackupAndRestore(Callback):
             raise ConfigError(f"BackupAndRestore: save_freq expected 'epoch' or a positive int (steps), received "
                               f"{save_freq!r}")
         self.backup_dir, self.save_freq, self.delete_checkpoint = os.fspath(backup_dir), save_freq, delete_checkpoint
+        self.check_order = bool(check_order)
         self._path = os.path.join(self.backup_dir, "latest")
 
     def on_train_begin(self, logs=None):
         self._steps_seen = self.model.optimizer.iterations
+        fit_state = self.model.trainer.fit_state
+        # a save mid-epoch holds the fingerprint of the epoch's batches done: the rerun checks the ones it skips
+        fit_state.fingerprinting, fit_state.check_order = self.save_freq != "epoch", self.check_order
         if not checkpoint.exists(self._path):
             return
         where = f"BackupAndRestore({self.backup_dir!r})"
@@ -54,7 +68,7 @@ class BackupAndRestore(Callback):
         if "position" not in state:
             raise CheckpointError(f"{where}: expected a backup written by BackupAndRestore, received a checkpoint "
                                   f"without a training position in {self._path!r}")
-        self.model.trainer.fit_state.resume(state["position"], where)
+        fit_state.resume(state["position"], where)
         self.model.trainer.load_checkpoint(self._path)
         self._steps_seen = self.model.optimizer.iterations
 

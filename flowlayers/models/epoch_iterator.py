@@ -49,21 +49,25 @@ class EpochIterator:
         """Bring the source to where it was after ``epochs`` epochs, so that a resumed run takes the same batches."""
         self.adapter.replay(epochs)
 
-    def batches(self, epoch, skip=0, where=None):
+    def batches(self, epoch, skip=0, where=None, skipped=None):
         """The host batches of epoch ``epoch`` (from 0) after the first ``skip``, which a resumed run (its backup:
-        ``where``) did already; those are drawn and dropped now, and the data must have them."""
+        ``where``) did already; those are drawn and dropped now (each handed to ``skipped([batch])`` first), and
+        the data must have them."""
         items = self.adapter.epoch(epoch)
         batches = iter(items if self._convert is None else map(self._convert, items))
         for seen in range(skip):
-            if next(batches, None) is None:
+            batch = next(batches, None)
+            if batch is None:
                 raise CheckpointError(f"{where}: expected data with at least {skip} batches in epoch {epoch + 1}, "
                                       f"where the backup was saved, received {seen}; rerun with the same data and "
                                       f"batch_size, or delete the backup")
+            if skipped is not None:
+                skipped([batch])
         return itertools.islice(batches, None if self.limit is None else self.limit - skip)
 
-    def groups(self, epoch, size, skip=0, where=None):
-        """The batches of ``batches(epoch, skip, where)`` as Groups of up to ``size``."""
-        return _groups(self.batches(epoch, skip, where), size)
+    def groups(self, epoch, size, skip=0, where=None, skipped=None):
+        """The batches of ``batches(epoch, skip, where, skipped)`` as Groups of up to ``size``."""
+        return _groups(self.batches(epoch, skip, where, skipped), size)
 
     def no_batch(self):
         """The error for a source that gave no batch."""

@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import callbacks as callbacks_mod, engine, metrics as metrics_mod, settings
 from ..errors import CheckpointError, InputError
+from .batch_fingerprint import Fingerprint
 from .epoch_iterator import EpochIterator
 from .running import alone
 
@@ -16,13 +17,18 @@ class FitState:
     resumed run needs to take the very same next step: the data order is
     ``rng([seed, epoch])`` (a dataset's own seeded shuffle, replayed) and
     dropout is stateless in (seed, op, step).  ``data`` describes a dataset's
-    elements, so a backup is not resumed on other data.
+    elements, so a backup is not resumed on other data.  ``fingerprinting``
+    (set by a backup that saves mid-epoch): a position mid-epoch holds the
+    fingerprint of the epoch's batches done, and a resumed run checks the
+    batches it skips against it (``check_order``: unless told not to).
     """
 
     def __init__(self, metrics, steps, batch_size, data=None):
         self.metrics, self.steps, self.batch_size, self.data = metrics, steps, batch_size, data
         self.epoch, self.batch = 0, 0
         self.resume_at, self.where = None, None
+        self.fingerprinting, self.check_order = False, True
+        self.fingerprint, self.expected = None, None     # this epoch's running one; the backup's, to check
 
     def position(self, end_of_epoch=False):
         where = {"steps": self.steps, "batch_size": self.batch_size, "data": self.data}
@@ -30,6 +36,8 @@ class FitState:
             return {"epoch": self.epoch + 1, "batch": 0, "metrics": [], **where}
         # each metric's sums: [name, index of the sum, its value]
         sums = [[m.name, j, float(v)] for m in self.metrics for j, v in enumerate(_sums(m))]
+        if self.fingerprint is not None:
+            where["fingerprint"] = self.fingerprint.hexdigest()
         return {"epoch": self.epoch, "batch": self.batch, "metrics": sums, **where}
 
     def resume(self, position, where):
@@ -41,8 +49,13 @@ class FitState:
                                       f"{saved}; rerun with the same data and batch_size, or delete the backup")
         self.resume_at, self.where = position, where
 
-    def begin_epoch(self, epoch, batch, sums=()):
+    def begin_epoch(self, epoch, batch, sums=(), fingerprint=None):
+        """Start epoch ``epoch`` at ``batch`` (a resumed one: its metric ``sums`` and the ``fingerprint`` of the
+        batches before it, which ``check_skipped`` compares with the skipped batches ``done`` was given; None: a
+        backup saved without one)."""
         self.epoch, self.batch = epoch, batch
+        self.expected = fingerprint if batch and self.check_order else None
+        self.fingerprint = Fingerprint() if self.fingerprinting or self.expected is not None else None
         for m in self.metrics:
             m.reset_state()
         saved = {}
@@ -51,6 +64,24 @@ class FitState:
         for m in self.metrics:
             if m.name in saved:
                 m.sums = [saved[m.name][j] for j in sorted(saved[m.name])]
+
+    def done(self, batches):
+        """``batches`` were trained on (or, resuming, skipped as done before): into the epoch's fingerprint."""
+        if self.fingerprint is not None:
+            for batch in batches:
+                self.fingerprint.add(batch)
+
+    def check_skipped(self):
+        """Refuse a resumed epoch whose skipped batches are not the ones its backup's run trained on."""
+        if self.expected is None or self.fingerprint.hexdigest() == self.expected:
+            return
+        raise CheckpointError(
+            f"{self.where}: expected the {self.batch} batch(es) of epoch {self.epoch + 1} that the interrupted run "
+            f"trained on before its backup, received other batches (fingerprint {self.fingerprint.hexdigest()}, "
+            f"saved {self.expected}): the data's order differs from the interrupted run's (another shuffle seed, "
+            f"another tf.random.set_seed, an unseeded shuffle, or other data), and resuming would train some "
+            f"samples twice and others never. Rerun with the same data and seeds, or delete the backup to start "
+            f"the run over, or pass BackupAndRestore(..., check_order=False) to resume on these batches anyway")
 
 
 def _sums(metric):
@@ -84,6 +115,7 @@ def _run_batches(model, step, groups, metrics, callbacks, hook, train, state=Non
             logs = {m.name: m.result() for m in metrics}
         if state is not None:
             state.batch = at
+            state.done(group.batches)
         getattr(callbacks, f"on_{hook}_batch_end")(at - 1, logs)
         if train and model.stop_training:
             break
@@ -170,10 +202,12 @@ def _fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, 
         data.replay(resume["epoch"] - initial_epoch)
         for epoch in range(resume["epoch"], epochs):
             resumed = epoch == resume["epoch"]
-            state.begin_epoch(epoch, resume["batch"] if resumed else 0, resume["metrics"] if resumed else ())
+            state.begin_epoch(epoch, resume["batch"] if resumed else 0, resume["metrics"] if resumed else (),
+                              resume.get("fingerprint") if resumed else None)
             cbs.on_epoch_begin(epoch, {})
-            # the batches of this epoch a resumed run has done already are skipped, in the same order
-            groups = data.groups(epoch, model.steps_per_execution, state.batch, state.where)
+            # the batches of this epoch a resumed run has done already are skipped, in the same order (checked)
+            groups = data.groups(epoch, model.steps_per_execution, state.batch, state.where, state.done)
+            state.check_skipped()
             logs = _run_batches(model, step, groups, state.metrics, cbs, "train", train=True, state=state,
                                 deferred=not cbs.reads_logs("on_epoch_end"))
             if resumed and not state.batch:
