@@ -1,6 +1,7 @@
 """BackupAndRestore's order check: a resumed epoch skips the batches its backup's run trained on, and a rerun whose
 data comes in another order (another shuffle seed, reordered arrays) is refused by name instead of training some
 samples twice and others never.  In-process: a callback raising after a save stands for the kill."""
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -187,3 +188,16 @@ def test_grouped_steps_and_a_smaller_last_batch_resume_checked(tmp_path):
     reference = grouped_model()
     reference.fit(x, y, batch_size=30, epochs=2, shuffle=True, verbose=0)
     assert model.optimizer.iterations == 14 and max_diff(model.get_weights(), reference.get_weights()) < 1e-6
+
+
+def test_backup_takes_keras_arguments_in_keras_order_and_refuses_what_it_cannot_do(tmp_path):
+    keras = pytest.importorskip("keras")
+    ours = list(inspect.signature(flow.callbacks.BackupAndRestore).parameters)
+    theirs = list(inspect.signature(keras.callbacks.BackupAndRestore).parameters)
+    assert ours[:len(theirs)] == theirs         # positional arguments mean what they mean in Keras
+    with pytest.raises(flow.ConfigError, match=r"BackupAndRestore: double_checkpoint=True .* is not taken.* "
+                                               r"expected double_checkpoint=False"):
+        flow.callbacks.BackupAndRestore(tmp_path, "epoch", True)
+    with pytest.raises(flow.ConfigError, match=r"BackupAndRestore: check_order expected True or False, received 'no'"):
+        flow.callbacks.BackupAndRestore(tmp_path, check_order="no")
+    assert flow.callbacks.BackupAndRestore(tmp_path, 5, False, False).delete_checkpoint is False

@@ -18,7 +18,9 @@ class BackupAndRestore(Callback):
     the rerun skips the batches already done, in the same order, and ends with
     the weights an uninterrupted run ends with.  ``save_freq``: ``"epoch"`` or
     every N training steps.  ``delete_checkpoint``: remove the backup once
-    ``fit`` completes.
+    ``fit`` completes.  Keras' ``double_checkpoint=True`` is refused by name: a
+    backup is committed whole or not at all, so a kill mid-save leaves the one
+    before it readable.
 
     Exact resumption needs the rerun to see the same data in the same order:
     numpy input is shuffled from the seed (``flow.config.set_seed``); a
@@ -41,8 +43,17 @@ class BackupAndRestore(Callback):
     saved without a fingerprint (an older one) resumes unchecked.
     """
 
-    def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True, check_order=True):
+    def __init__(self, backup_dir, save_freq="epoch", double_checkpoint=False, delete_checkpoint=True,
+                 check_order=True):
         super().__init__()
+        for name, value in (("double_checkpoint", double_checkpoint), ("delete_checkpoint", delete_checkpoint),
+                            ("check_order", check_order)):
+            if not isinstance(value, bool):
+                raise ConfigError(f"BackupAndRestore: {name} expected True or False, received {value!r}")
+        if double_checkpoint:
+            raise ConfigError("BackupAndRestore: double_checkpoint=True (Keras' second, older backup for a latest one "
+                              "a kill left unreadable) is not taken: flowlayers commits each backup whole or not at "
+                              "all, so a kill leaves the previous one readable; expected double_checkpoint=False")
         if not backup_dir:
             raise ConfigError(f"BackupAndRestore: backup_dir expected a directory path, received {backup_dir!r}")
         if save_freq != "epoch" and (isinstance(save_freq, bool) or not isinstance(save_freq, int) or save_freq <= 0):
