@@ -16,16 +16,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "checkpoint_programs"))
 import resume_fit  # noqa: E402
 
 
-class InterruptAtStep(flow.callbacks.Callback):
-    def __init__(self, step):
-        super().__init__()
-        self.step = step
-
-    def on_train_batch_end(self, batch, logs=None):
-        if self.model.optimizer.iterations == self.step:
-            raise KeyboardInterrupt
-
-
 def files(directory):
     """Every file under ``directory`` and its bytes."""
     return {p.relative_to(directory): p.read_bytes() for p in sorted(Path(directory).rglob("*")) if p.is_file()}
@@ -51,7 +41,7 @@ def interrupted(tmp_path):
     flow.config.gpu_device_num(2)
     x, y = resume_fit.data()
     with pytest.raises(KeyboardInterrupt):
-        fit_arrays(resume_fit.build(), tmp_path, x, y, InterruptAtStep(8))
+        fit_arrays(resume_fit.build(), tmp_path, x, y, resume_fit.InterruptAt(8))
     return tmp_path, x, y
 
 
@@ -138,7 +128,7 @@ def test_a_dataset_resume_in_another_shuffle_order_is_refused_and_the_same_order
                                                             *callbacks])
 
     with pytest.raises(KeyboardInterrupt):
-        fit_on(dataset(), resume_fit.build(), InterruptAtStep(8))      # epoch 2, after its batch 3
+        fit_on(dataset(), resume_fit.build(), resume_fit.InterruptAt(8))      # epoch 2, after its batch 3
     before = files(tmp_path)
     model = resume_fit.build()
     with pytest.raises(flow.CheckpointError) as e:
@@ -178,7 +168,7 @@ def test_grouped_steps_and_a_smaller_last_batch_resume_checked(tmp_path):
                          callbacks=[flow.callbacks.BackupAndRestore(tmp_path, save_freq=2), *callbacks])
 
     with pytest.raises(KeyboardInterrupt):
-        fit_grouped(grouped_model(), x, y, InterruptAtStep(11))
+        fit_grouped(grouped_model(), x, y, resume_fit.InterruptAt(11))
     assert json.loads(manifest(tmp_path).read_text())["state"]["position"]["batch"] == 4
     model = grouped_model()
     with pytest.raises(flow.CheckpointError) as e:

@@ -502,16 +502,6 @@ def test_sigkilled_fit_on_a_seeded_shuffled_dataset_resumes_exactly(tmp_path):
     assert max_diff(weights, reference.get_weights()) < 1e-6
 
 
-class InterruptAtStep(flow.callbacks.Callback):
-    def __init__(self, step):
-        super().__init__()
-        self.step = step
-
-    def on_train_batch_end(self, batch, logs=None):
-        if self.model.optimizer.iterations == self.step:
-            raise KeyboardInterrupt
-
-
 def test_a_dataset_backup_resumes_only_on_data_like_the_one_it_was_saved_with(tmp_path):
     import tensorflow as tf
 
@@ -526,7 +516,7 @@ def test_a_dataset_backup_resumes_only_on_data_like_the_one_it_was_saved_with(tm
                                                             *callbacks])
 
     with pytest.raises(KeyboardInterrupt):
-        fit_on(dataset(), resume_fit.build(), InterruptAtStep(8))      # the backup: epoch 2, after its batch 3
+        fit_on(dataset(), resume_fit.build(), resume_fit.InterruptAt(8))      # the backup: epoch 2, after its batch 3
     model = resume_fit.build()
     refusals = [(dataset(batch=50), "batches per epoch 4, received one with 5"),          # known cardinality
                 (dataset(x_dtype=np.float64), "dataset elements ((None, 8) float64, (None,) int32), received one "

@@ -6,13 +6,7 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-bench/out/gpu}
 mkdir -p "$OUT"
 CASES=${CASES:-flowlayers:mixed_bfloat16:gpt keras:mixed_bfloat16:gpt flowlayers:float32:gpt keras:float32:gpt flowlayers:mixed_bfloat16:gpt:large keras:mixed_bfloat16:gpt:large}
-if [ "${INSTALL:-1}" = 1 ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        .gpu/whl/*.whl || exit 1
-    python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . || exit 1
-    export PYTHONPATH=/tmp/site
-fi
-export PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
+source bench/gpu/install.sh
 DUMP=$OUT/dump python3 bench/gpu/compile_phases.py "$OUT/phases.jsonl" $CASES | cut -c1-600
 find "$OUT/dump" -type f ! -name '*after_optimizations.txt' -delete
 du -sh "$OUT/dump"

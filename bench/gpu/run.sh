@@ -11,13 +11,8 @@ OUT=${OUT:-bench/out/gpu}
 ROUNDS=${ROUNDS:-3}
 PEERS=${PEERS:-jax keras_jax}
 mkdir -p "$OUT"
-if [ "${INSTALL:-1}" = 1 ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        .gpu/whl/*.whl || exit 1
-    python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . || exit 1
-    export PYTHONPATH=/tmp/site
-fi
-export PYTHONUNBUFFERED=1 MNIST_DIR=.gpu/data KERAS_BACKEND=jax
+source bench/gpu/install.sh
+export MNIST_DIR=.gpu/data
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.csv" 2>&1
 python3 -c "import jax, keras; print('jax', jax.__version__, jax.devices(), 'keras', keras.__version__)" \
     | tee "$OUT/versions.txt" || exit 1

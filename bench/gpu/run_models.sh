@@ -9,13 +9,7 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-bench/out/gpu}
 mkdir -p "$OUT"
 CASES=${CASES:-mixed_bfloat16:gpt mixed_bfloat16:resnet mixed_bfloat16:gpt:large float32:gpt mixed_bfloat16:gpt mixed_bfloat16:resnet}
-if [ "${INSTALL:-1}" = 1 ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        .gpu/whl/*.whl || exit 1
-    python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . || exit 1
-    export PYTHONPATH=/tmp/site
-fi
-export PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
+source bench/gpu/install.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.csv" 2>&1
 python3 -c "import jax, keras; print('jax', jax.__version__, jax.devices(), 'keras', keras.__version__)" \
     | tee "$OUT/versions.txt" || exit 1

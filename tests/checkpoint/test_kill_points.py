@@ -30,16 +30,6 @@ import resume_fit  # noqa: E402
 EPOCHS = 2      # 5 steps each; BackupAndRestore(save_freq=2) saves after steps 2, 4, 6 and 8
 
 
-class InterruptAt(flow.callbacks.Callback):
-    def __init__(self, step):
-        super().__init__()
-        self.step = step
-
-    def on_train_batch_end(self, batch, logs=None):
-        if self.model.optimizer.iterations == self.step:
-            raise KeyboardInterrupt
-
-
 def fit(model, callbacks):
     x, y = resume_fit.data()
     return model.fit(x, y, batch_size=resume_fit.BATCH, epochs=EPOCHS, verbose=0, callbacks=callbacks)
@@ -50,7 +40,7 @@ def backup_at(step, backup_dir):
     flow.config.gpu_device_num(1)
     model = resume_fit.build()
     with pytest.raises(KeyboardInterrupt):
-        fit(model, [flow.callbacks.BackupAndRestore(backup_dir, save_freq=2), InterruptAt(step)])
+        fit(model, [flow.callbacks.BackupAndRestore(backup_dir, save_freq=2), resume_fit.InterruptAt(step)])
     return model.get_weights()
 
 

@@ -54,6 +54,18 @@ class KillOnce(flow.callbacks.Callback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+class InterruptAt(flow.callbacks.Callback):
+    """Ends ``fit`` with KeyboardInterrupt once the optimizer reaches ``step``: a kill, in the test's process."""
+
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.model.optimizer.iterations == self.step:
+            raise KeyboardInterrupt
+
+
 class FirstStep(flow.callbacks.Callback):
     """Where this run's first step began: (epoch, batch in epoch, optimizer step before it)."""
 
