@@ -80,7 +80,9 @@ TARGETS = {
     "flowlayers/optimizers/base.py": [T + "optimizers", T + "parallel/test_update_kernels.py", T + "test_checkpoints.py"],
     # checkpoints and resume
     "flowlayers/framework/checkpoint_format.py": CHECKPOINT_TESTS + [T + "checkpoint"],     # issue 37
-    "flowlayers/callbacks/backup.py": CHECKPOINT_TESTS,
+    "flowlayers/callbacks/backup.py": CHECKPOINT_TESTS + [T + "test_backup_order_check.py"],
+    "flowlayers/models/batch_fingerprint.py": [T + "test_backup_order_check.py"],
+    "flowlayers/initializers.py": [T + "test_keras_initializers.py", T + "layers/test_einsum_dense.py"],
     "flowlayers/callbacks/progbar.py": [T + "models/test_progress_bar.py"],
     "flowlayers/callbacks/callback.py": [T + "models/test_keras_callbacks.py", T + "callbacks"],
     # Keras' monitoring callbacks, each against its Keras twin

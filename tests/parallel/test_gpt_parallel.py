@@ -5,8 +5,9 @@ and residuals) with tensor parallelism on a 2x2 data x model mesh: after 10 Adam
 The rate is 0.001: an attention layer's key bias has a true gradient of exactly zero (it shifts every score of a
 query by the same amount, which softmax ignores), so its computed gradient is float32 rounding noise (~1e-11)
 that Adam divides by its own square root.  Split reductions round differently from one device's, and those
-elements part by 8.3e-6 after 10 steps at 0.001 (2.2e-5 at 0.01, measured); every other weight by at most
-2.8e-6."""
+elements part by 8.3e-6 after 10 steps at 0.001 (2.2e-5 at 0.01, measured), by 1.4e-5 since the attention's
+kernels draw with Keras' fans (larger scores); every other weight by at most 2.8e-6.  ``assert_like_one_device``
+holds the key biases to 3e-5, every other weight to 1e-5."""
 import importlib.util
 from pathlib import Path
 
@@ -44,12 +45,10 @@ def train(devices, mesh, rules, accumulate=None, micro_batches=1, stages=1, view
 @pytest.mark.slow
 def test_tensor_parallel_gpt_equals_one_device_after_10_adam_steps():
     one, want = train(1, {}, {})
-    reference = one.get_weights()
     model, got = train(4, {"data": 2, "model": 2}, {**flow.parallel.attention_rules(), **char_gpt.MLP_RULES})
     assert model.optimizer.iterations == STEPS
     np.testing.assert_allclose(got["loss"], want["loss"], rtol=1e-5)
-    for w, a, b in zip(model.weights, model.get_weights(), reference):
-        np.testing.assert_allclose(a, b, atol=1e-5, err_msg=w.path)
+    assert_like_one_device(model, one)
     plan = model.parallel_plan(batch_size=BATCH)
     assert plan.variables["b1_attn/key/kernel"].shard_shape == (16, 2, 4)
     assert plan.variables["b1_mlp_out/kernel"].shard_shape == (32, 16)
@@ -60,13 +59,11 @@ def test_zero_sharding_equals_one_device_and_holds_a_quarter_per_device():
     pass all-gathers each weight where it is used, the backward pass reduce-scatters its gradient; each device
     holds about a quarter and training equals one device."""
     one, want = train(1, {}, {})
-    reference = one.get_weights()
     flow.config.gpu_device_num(4)
     flow.config.set_mesh(data=4)
     model, got = train(4, {"data": 4}, flow.parallel.zero_rules(one))
     np.testing.assert_allclose(got["loss"], want["loss"], rtol=1e-5)
-    for w, a, b in zip(model.weights, model.get_weights(), reference):
-        np.testing.assert_allclose(a, b, atol=1e-5, err_msg=w.path)
+    assert_like_one_device(model, one)
     plan = model.parallel_plan(batch_size=BATCH)
     assert plan.bytes_per_device < 0.3 * plan.logical_bytes, (plan.bytes_per_device, plan.logical_bytes)
     assert plan.variables["token_embedding/embeddings"].shard_shape == (5, 16)
@@ -99,8 +96,7 @@ def test_gradient_accumulation_over_two_micro_batches_equals_one_device():
     model, _ = train(4, {"data": 2, "model": 2}, {**flow.parallel.attention_rules(), **char_gpt.MLP_RULES},
                      accumulate=2)
     assert model.optimizer.iterations == 2 * STEPS
-    for a, b in zip(model.get_weights(), one.get_weights()):
-        np.testing.assert_allclose(a, b, atol=1e-5)
+    assert_like_one_device(model, one)
 
 
 @pytest.mark.parametrize("tied", [False, True], ids=["dense head", "tied head"])
