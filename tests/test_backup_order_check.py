@@ -11,6 +11,8 @@ import pytest
 
 import flowlayers as flow
 from flowlayers.framework import checkpoint_format as checkpoint
+from flowlayers.models.batch_fingerprint import Fingerprint
+from flowlayers.models.data_adapter import Batch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "checkpoint_programs"))
 import resume_fit  # noqa: E402
@@ -191,3 +193,22 @@ def test_backup_takes_keras_arguments_in_keras_order_and_refuses_what_it_cannot_
     with pytest.raises(flow.ConfigError, match=r"BackupAndRestore: check_order expected True or False, received 'no'"):
         flow.callbacks.BackupAndRestore(tmp_path, check_order="no")
     assert flow.callbacks.BackupAndRestore(tmp_path, 5, False, False).delete_checkpoint is False
+
+
+@pytest.mark.parametrize("order", [None, np.array([4, 0, 3, 1, 2, 5])])
+def test_a_batch_of_rows_fingerprints_as_the_arrays_it_stands_for(order):
+    """Batches of rows of whole arrays (taken on the devices, never read on the host) and the same rows as host
+    arrays give one fingerprint; one element changed gives another."""
+    x = np.arange(24, dtype=np.float32).reshape(6, 4)
+    y = np.arange(6, dtype=np.int32)
+    rows = np.arange(6) if order is None else order
+    of_batches, of_arrays, of_changed = Fingerprint(), Fingerprint(), Fingerprint()
+    for start in (0, 3):
+        of_batches.add(Batch((x, y), order, start, 3))
+        taken = rows[start:start + 3]
+        of_arrays.add((x[taken], y[taken]))
+        changed = x[taken].copy()
+        changed[-1, -1] += 1
+        of_changed.add((changed, y[taken]))
+    assert of_batches.hexdigest() == of_arrays.hexdigest()
+    assert of_changed.hexdigest() != of_arrays.hexdigest()

@@ -156,3 +156,44 @@ def test_variance_scaling_axes_give_keras_fans_and_are_checked():
         flow.initializers.GlorotUniform(input_axes=[0], output_axes=[2]).sampler((3, 5))
     with pytest.raises(flow.LayerError, match=r"VarianceScaling: scale expected a positive float, received 0"):
         flow.initializers.VarianceScaling(0)
+    with pytest.raises(flow.LayerError, match=r"VarianceScaling: input_axes expected a list of ints .* \[0, '1'\]"):
+        flow.initializers.VarianceScaling(input_axes=[0, "1"], output_axes=[2])
+
+
+VARIANCE_SCALINGS = [(mode, distribution) for mode in ("fan_in", "fan_out", "fan_avg")
+                     for distribution in ("truncated_normal", "untruncated_normal", "uniform")]
+
+
+@pytest.mark.parametrize("mode, distribution", VARIANCE_SCALINGS)
+def test_variance_scaling_of_a_conv_kernel_draws_keras_distribution(mode, distribution):
+    """A 3x3 conv kernel's fans count its receptive field, as Keras counts them: the values drawn have Keras'
+    spread (std within 3%), mean (0) and bounds (truncated at 2 standard deviations before the correction)."""
+    shape = (3, 3, 40, 50)
+    flow.clear_session()
+    layer = flow.layers.Conv2D(50, 3, kernel_initializer=flow.initializers.VarianceScaling(2.0, mode, distribution))
+    layer(flow.Input((8, 8, 40)))
+    ours = layer.get_weights()[0]
+    theirs = np.asarray(keras.initializers.VarianceScaling(2.0, mode, distribution, seed=2)(shape))
+    assert ours.shape == shape
+    assert abs(ours.std() / theirs.std() - 1) < 0.03, (ours.std(), theirs.std())
+    assert abs(ours.mean()) < 0.05 * theirs.std()
+    if distribution == "untruncated_normal":      # beyond 2 of its standard deviations: about 5% of the values
+        assert np.abs(ours).max() > 2.5 * theirs.std()
+    else:
+        assert np.abs(ours).max() <= np.abs(theirs).max() * 1.01 + 1e-6
+
+
+@pytest.mark.parametrize("units, inputs", [(3, 5), (5, 3), (4, 4)])
+def test_orthogonal_kernel_has_orthonormal_columns_or_rows_as_keras(units, inputs):
+    ours = _dense_kernel(flow.initializers.Orthogonal(gain=1.5), units, inputs)
+    theirs = np.asarray(keras.initializers.Orthogonal(gain=1.5, seed=1)((inputs, units)))
+    small = min(units, inputs)
+    gram = ours.T @ ours if inputs >= units else ours @ ours.T
+    np.testing.assert_allclose(gram, 1.5 ** 2 * np.eye(small), atol=1e-5)
+    np.testing.assert_allclose(np.linalg.svd(ours, compute_uv=False), np.linalg.svd(theirs, compute_uv=False),
+                               atol=1e-5)
+
+
+def test_oneflow_truncated_normal_factory_keeps_oneflow_defaults():
+    assert flow.initializers.truncated_normal().get_config() == flow.initializers.TruncatedNormal(0.0, 1.0).get_config()
+    assert flow.initializers.truncated_normal(0.5).get_config()["stddev"] == 0.5

@@ -130,6 +130,8 @@ TARGETS = {
                                               T + "test_jax_backend.py", T + "models/test_keras_surface.py",
                                               T + "parallel/test_compiled_program.py",
                                               T + "models/test_group_equals_single_steps.py"],
+    "backends/flowlayers_jax/rows.py": [T + "models/test_steps_per_execution.py", T + "test_jax_backend.py",
+                                               T + "models/test_group_equals_single_steps.py"],
     "backends/flowlayers_jax/runtime.py": [T + "test_jax_backend.py", T + "models/test_steps_per_execution.py",
                                            T + "models/test_group_equals_single_steps.py", T + "test_initializers.py",
                                            T + "parallel/test_hybrid.py"],
@@ -187,7 +189,7 @@ NAMED = [
      "updates = [_mean(means, next(rest), active, device) if active > 1 else next(rest) for _ in updates]",
      "updates = [next(rest) for _ in updates]", "named: state updates summed over replicas"),
     # issue 37: both passed every test of their module
-    ("backends/flowlayers_jax/executable.py", "return [*outs, first + steps * rows] if any(made) else outs",
+    ("backends/flowlayers_jax/rows.py", "return [*outs, first + steps * rows] if any(made) else outs",
      "return [*outs, first + rows] if any(made) else outs", "named: the next group's first row one step on"),
     ("backends/flowlayers_jax/lowering.py",
      "key = jax.random.fold_in(jax.random.fold_in(key, self.replica), self.step)",
@@ -197,6 +199,9 @@ NAMED_TESTS = {"backends/flowlayers_tensorflow/lowering.py": STEP_TESTS}
 
 # survivors that are equivalent (no test can tell them apart by results), with why: (module, scope, old -> new)
 EQUIVALENT = {
+    ("flowlayers/models/batch_fingerprint.py", "Fingerprint.add", "1 -> 2"):
+        "numpy reads any negative size in reshape as the rest of the elements (reshape(-2) is reshape(-1)): the "
+        "same flat bytes are hashed",
     ("backends/flowlayers_tensorflow/mirrored.py", "Executable._retrace", "True -> False"):
         "reduce_retracing only decides how often TF retraces the step (shape-generic or per shape); the traced "
         "computation, and so every result, is the same: a compile-time cost (bench/)",
