@@ -228,7 +228,7 @@ def test_a_sum_that_was_not_finite_leaves_the_totals_of_later_runs_as_their_own_
 
 
 def test_a_gpu_step_gathers_its_rows_on_the_device_and_a_cpu_step_never():
-    from flowlayers_jax.executable import gathers_rows
+    from flowlayers_jax.rows import gathers_rows
 
     assert gathers_rows("gpu", True) and gathers_rows("tpu", True) and not gathers_rows("cpu", True)
     assert not gathers_rows("gpu", False)      # arrays too large to keep on the devices: fed

@@ -7,7 +7,7 @@ Registered under the entry-point group ``flowlayers.backends``.  Importing this 
 capabilities are plain data, and the engine starts with the first runtime.  Custom ops get their kernels with
 ``register_kernel``.
 """
-from flowlayers.backend_common import CustomKernels
+from flowlayers.backend_common import CustomKernels, EngineModules
 from flowlayers.contract import Capabilities
 
 CUSTOM_KERNELS = CustomKernels()    # register_kernel's; the built-in table is loaded with the engine
@@ -24,7 +24,7 @@ def register_kernel(op_name, replace=False):
     return CUSTOM_KERNELS.register(op_name, replace)
 
 
-class Backend:
+class Backend(EngineModules):
     name = "jax"
     capabilities = Capabilities(
         engine="jax", views=("consistent", "mirrored"),
@@ -35,44 +35,13 @@ class Backend:
         caches_compilations=True)              # JAX's persistent compilation cache
 
     def runtime(self, view, device_num, mesh, cluster=None):
-        from . import devices, runtime   # the engine starts here
-
-        devices.join(cluster)       # several processes: JAX's distributed runtime, before JAX starts
-        return runtime.Runtime(view, device_num, mesh, cluster)
+        self.module("devices").join(cluster)     # several processes: JAX's distributed runtime, before JAX starts
+        return self.module("runtime").Runtime(view, device_num, mesh, cluster)     # the engine starts here
 
     def join(self, view, device_num, cluster):
         """Several processes: join JAX's distributed runtime now (any view), before user code starts JAX."""
-        from . import devices
-
-        devices.join(cluster)
+        self.module("devices").join(cluster)
 
     def cache_compilations(self, directory):
         """Keep compiled programs in ``directory`` (None: none), JAX's persistent compilation cache."""
-        from . import compile_cache
-
-        compile_cache.use(directory)
-
-    def export(self, program, weights, spec, filepath):
-        """The predict ``program`` with ``weights`` as a ``jax.export`` artifact or a SavedModel (see export.py)."""
-        from . import export
-
-        return export.export(program, weights, spec, filepath)
-
-    def load_export(self, filepath, format):
-        """A ``jax`` artifact as a callable of host arrays."""
-        from . import export
-
-        return export.load(filepath, format)
-
-    @property
-    def kernels(self):
-        """The op kernels by op name (``KERNELS[op](node, *inputs, ctx)``), custom ones included."""
-        from .kernels import KERNELS
-
-        return KERNELS
-
-    def check_device_count(self, n, what):
-        """Raise ConfigError naming ``what`` if ``n`` devices cannot be had in this process (see devices.py)."""
-        from . import devices
-
-        devices.check(n, what)
+        self.module("compile_cache").use(directory)

@@ -12,9 +12,9 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from flowlayers.backend_common import micro_batches, step_by_step
 
-from .executable import (BaseExecutable, host, loss_terms, made_rows, probes, rows_of, stacked_feeds, summed,
-                         with_next_row)
+from .executable import BaseExecutable, host, loss_terms, probes, summed
 from .lowering import PlannedContext, run_graph
+from .rows import made_rows, rows_of, stacked_feeds, with_next_row
 
 
 class ConsistentExecutable(BaseExecutable):

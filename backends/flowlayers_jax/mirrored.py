@@ -19,9 +19,9 @@ from jax.sharding import NamedSharding, PartitionSpec
 from flowlayers.backend_common import micro_batch_bounds, replica_rows, step_by_step
 from flowlayers.errors import EngineError
 
-from .executable import (BaseExecutable, host, loss_terms, made_rows, probes, rows_of, stacked_feeds, summed,
-                         with_next_row)
+from .executable import BaseExecutable, host, loss_terms, probes, summed
 from .lowering import Context, run_graph
+from .rows import made_rows, rows_of, stacked_feeds, with_next_row
 
 AXIS = "replica"
 

@@ -9,7 +9,7 @@ capabilities are plain data, and the engine starts with the first runtime.  Cust
 """
 import os
 
-from flowlayers.backend_common import CustomKernels
+from flowlayers.backend_common import CustomKernels, EngineModules
 from flowlayers.contract import Capabilities
 from flowlayers.errors import ConfigError
 
@@ -30,7 +30,7 @@ def register_kernel(op_name, replace=False):
     return CUSTOM_KERNELS.register(op_name, replace)
 
 
-class Backend:
+class Backend(EngineModules):
     name = "tensorflow"
     capabilities = Capabilities(
         engine="tensorflow", views=("consistent", "mirrored"), supports=supports,
@@ -39,45 +39,16 @@ class Backend:
         exports=("tf_saved_model",))
 
     def runtime(self, view, device_num, mesh, cluster=None):
-        from . import runtime   # the engine starts here
-
-        return runtime.make(view, device_num, mesh, cluster)
+        return self.module("runtime").make(view, device_num, mesh, cluster)     # the engine starts here
 
     def join(self, view, device_num, cluster):
         """Several processes: join TF's distributed runtime now, before user code starts TensorFlow, where the view
         is known (``view`` None: at the first runtime); a process joins for one view."""
-        from . import devices
-
         if view is not None:
-            devices.join(view, cluster, cluster.local(device_num))
+            self.module("devices").join(view, cluster, cluster.local(device_num))
 
     def cache_compilations(self, directory):
         """Refused: TensorFlow keeps its traced steps in the process only (capabilities: caches_compilations is
         False, so the front end refuses the setting first)."""
         raise ConfigError(f"compilation cache {directory!r}: the tensorflow backend keeps no compiled programs on "
                           f"disk; expected no cache, or the jax backend")
-
-    def export(self, program, weights, spec, filepath):
-        """The predict ``program`` with ``weights`` as a SavedModel (see export.py)."""
-        from . import export
-
-        return export.export(program, weights, spec, filepath)
-
-    def load_export(self, filepath, format):
-        """A SavedModel's ``serve`` endpoint."""
-        from . import export
-
-        return export.load(filepath, format)
-
-    @property
-    def kernels(self):
-        """The op kernels by op name (``KERNELS[op](node, *inputs, ctx)``), custom ones included."""
-        from .kernels import KERNELS
-
-        return KERNELS
-
-    def check_device_count(self, n, what):
-        """Raise ConfigError naming ``what`` if ``n`` devices cannot be had in this process (see devices.py)."""
-        from . import devices
-
-        devices.check(n, what)
