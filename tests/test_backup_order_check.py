@@ -212,3 +212,23 @@ def test_a_batch_of_rows_fingerprints_as_the_arrays_it_stands_for(order):
         of_changed.add((changed, y[taken]))
     assert of_batches.hexdigest() == of_arrays.hexdigest()
     assert of_changed.hexdigest() != of_arrays.hexdigest()
+
+
+class SetsSeed(flow.callbacks.Callback):
+    """Sets another global seed as each epoch begins: it reaches the next fit, not this one."""
+
+    def on_epoch_begin(self, epoch, logs=None):
+        flow.config.set_seed(5)
+
+
+def test_a_backup_holds_the_seed_its_fit_runs_with_not_one_set_during_it(tmp_path):
+    flow.config.set_view("mirrored")
+    flow.config.gpu_device_num(2)
+    x, y = resume_fit.data()
+    with pytest.raises(KeyboardInterrupt):
+        fit_arrays(resume_fit.build(), tmp_path, x, y, SetsSeed(), resume_fit.InterruptAt(8))
+    assert checkpoint.Reader(tmp_path / "latest").state["rng"]["seed"] == 0
+    flow.config.set_seed(0)
+    model = resume_fit.build()
+    fit_arrays(model, tmp_path, x, y)
+    assert model.optimizer.iterations == 10 and max_diff(model.get_weights(), reference_weights(x, y)) < 1e-6

@@ -1,7 +1,7 @@
 """BackupAndRestore: resume a killed ``fit`` at its last saved step."""
 import os
 
-from .. import engine, env, settings
+from .. import engine, env
 from ..errors import CheckpointError, ConfigError
 from ..framework import checkpoint_format as checkpoint
 from .callback import Callback
@@ -73,8 +73,8 @@ class BackupAndRestore(Callback):
         where = f"BackupAndRestore({self.backup_dir!r})"
         state = checkpoint.Reader(self._path).state
         seed = state.get("rng", {}).get("seed")
-        if seed != settings.seed():
-            raise CheckpointError(f"{where}: expected a backup of a run with flow.config.set_seed({settings.seed()}), "
+        if seed != fit_state.seed:
+            raise CheckpointError(f"{where}: expected a backup of a run with flow.config.set_seed({fit_state.seed}), "
                                   f"received one of seed {seed}; rerun with the same seed, or delete the backup")
         if "position" not in state:
             raise CheckpointError(f"{where}: expected a backup written by BackupAndRestore, received a checkpoint "
@@ -87,13 +87,18 @@ class BackupAndRestore(Callback):
         # every save_freq steps; a hook may end several steps (steps_per_execution): then when they passed one
         before, self._steps_seen = self._steps_seen, self.model.optimizer.iterations
         if self.save_freq != "epoch" and self._steps_seen // self.save_freq > before // self.save_freq:
-            self.model.trainer.save_checkpoint(self._path, self.model.trainer.fit_state.position())
+            self._save(end_of_epoch=False)
             env.restart_point()     # the launcher may start the job again here, from this backup (--elastic)
 
     def on_epoch_end(self, epoch, logs=None):
         if self.save_freq == "epoch":
-            self.model.trainer.save_checkpoint(self._path, self.model.trainer.fit_state.position(end_of_epoch=True))
+            self._save(end_of_epoch=True)
             env.restart_point()
+
+    def _save(self, end_of_epoch):
+        """The backup: where the fit is, with the fit's seed (not one set since it started)."""
+        trainer = self.model.trainer
+        trainer.save_checkpoint(self._path, trainer.fit_state.position(end_of_epoch), seed=trainer.fit_state.seed)
 
     def on_train_end(self, logs=None):
         if self.delete_checkpoint and env.process_index() == 0:    # one process removes it, for all

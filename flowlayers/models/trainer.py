@@ -181,11 +181,12 @@ class Trainer:
         variables.update(checkpoint.slot_variables(self.optimizers()))
         return variables
 
-    def save_checkpoint(self, filepath, position=None, extra_state=None):
-        """Weights, optimizer state and step (and ``position``: where a fit is) into checkpoint ``filepath``."""
+    def save_checkpoint(self, filepath, position=None, extra_state=None, seed=None):
+        """Weights, optimizer state and step (and ``position``: where a fit is) into checkpoint ``filepath``, with
+        ``seed``: the run's (default: the seed set now)."""
         self.model.require_built("save_weights")
         variables = self.checkpoint_variables()
-        state = checkpoint.state(self.optimizers(), settings.seed(), position)
+        state = checkpoint.state(self.optimizers(), settings.seed() if seed is None else seed, position)
         checkpoint.save(filepath, variables, {**state, **(extra_state or {})})
 
     def load_checkpoint(self, filepath):

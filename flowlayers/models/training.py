@@ -23,8 +23,9 @@ class FitState:
     batches it skips against it (``check_order``: unless told not to).
     """
 
-    def __init__(self, metrics, steps, batch_size, data=None):
+    def __init__(self, metrics, steps, batch_size, data=None, seed=None):
         self.metrics, self.steps, self.batch_size, self.data = metrics, steps, batch_size, data
+        self.seed = seed        # the fit's (its Placement's): a seed set during the fit reaches the next one
         self.epoch, self.batch = 0, 0
         self.resume_at, self.where = None, None
         self.fingerprinting, self.check_order = False, True
@@ -194,7 +195,8 @@ def _fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, 
     cbs = _callback_list(model, callbacks, verbose, {"epochs": epochs, "steps": data.steps, "verbose": verbose},
                          history)
     model.history, model.stop_training = history, False
-    state = model.trainer.fit_state = FitState(_metrics(model), data.steps, data.batch_size, data.description)
+    state = model.trainer.fit_state = FitState(_metrics(model), data.steps, data.batch_size, data.description,
+                                                 placement.seed)
     try:
         cbs.on_train_begin({})    # BackupAndRestore restores (or refuses a backup) before the step is built
         step = _Stepper(model, "train", placement)
