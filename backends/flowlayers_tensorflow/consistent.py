@@ -39,7 +39,7 @@ from . import executable
 from .collectives import PACK_BYTES
 from .executable import BaseExecutable
 from .graph_options import step_options
-from .lowering import DTensorContext
+from .lowering import DTensorContext, relayout
 from .step import forward_backward, outputs, summed
 
 GROUP_SIZE = "DTENSOR_ALLREDUCE_COMBINE_OPTIMIZATION_GROUP_SIZE"   # read each time DTensor compiles a function
@@ -105,9 +105,11 @@ class ConsistentExecutable(BaseExecutable):
         values = list(grads) + list(updates)
         if batch not in self._relayouts:
             targets = [self._handles[v.path].layout for v in self._written]
-            moves = [i for i, t in enumerate(values) if dtensor.fetch_layout(t).to_string() != targets[i].to_string()]
+            layouts = [dtensor.fetch_layout(t) for t in values]
+            moves = [i for i, t in enumerate(layouts) if t.to_string() != targets[i].to_string()]
             self._relayouts[batch] = moves and (moves, tf.function(
-                functools.partial(_relayout, [targets[i] for i in moves]), autograph=False))
+                functools.partial(_relayout, [targets[i] for i in moves], [layouts[i] for i in moves]),
+                autograph=False))
         if self._relayouts[batch]:
             moves, relayout = self._relayouts[batch]
             for i, moved in zip(moves, relayout([values[i] for i in moves])):
@@ -250,8 +252,10 @@ def all_reduce_grouping(group_size):
 
 
 
-def _relayout(layouts, values):
-    return [dtensor.relayout(v, layout) for v, layout in zip(values, layouts)]
+def _relayout(layouts, sources, values):
+    """``values`` (laid out as ``sources``) laid out as ``layouts`` (``lowering.relayout``: never by DTensor's
+    all-to-all where it is wrong)."""
+    return [relayout(v, layout, source) for v, layout, source in zip(values, layouts, sources)]
 
 
 

@@ -166,6 +166,38 @@ def _reason(message):
     return said[-1] if said else message.strip()
 
 
+def relayout(tensor, layout, source=None):
+    """``dtensor.relayout(tensor, layout)``, where ``tensor`` is laid out as ``source`` (a Layout; None: unknown),
+    without DTensor's all-to-all where TF 2.21 gets it wrong.
+
+    DTensor moves a mesh axis from one split dim to another (S(i) -> S(j)) with an all-to-all, and on CPU meshes
+    (1-D and 2-D alike) that all-to-all silently reorders the blocks of a tensor of rank 4 or more when neither
+    dim is 0 (for most shapes, not all): the blocks of a (1, 2, 2, 2) tensor moved from S(1) to S(2) come back as
+    [0, 4, 1, 5] for [0, 1, 4, 5] (bench/probe_dtensor_einsum_bias.py; rank 3, and any move to or from dim 0, came
+    out exact).  Such a move goes in two: the moving mesh axes gathered first (an all-gather), then sliced where
+    the layout splits them (local slices; the gradients' RelayoutLike mirror both).  Every other relayout is
+    DTensor's own, as is one from a layout not known here (``source`` None: a Blob's pin, where DTensor chose
+    the layout its op's output has)."""
+    if source is not None:
+        middle = _unmoved(source, layout)
+        if middle is not None:
+            tensor = dtensor.relayout(tensor, middle)
+    return dtensor.relayout(tensor, layout)
+
+
+def _unmoved(source, target):
+    """The layout ``source`` less the mesh axes that move between two split dims (neither of them dim 0) on the way
+    to ``target``, for a tensor of rank 4 or more; None where no such axis moves (or the rank is lower)."""
+    before, after = list(source.sharding_specs), list(target.sharding_specs)
+    if len(before) < 4 or source.mesh != target.mesh:
+        return None
+    moving = {axis for i, axis in enumerate(before) if axis in after and after.index(axis) != i
+              and axis not in (dtensor.UNSHARDED, dtensor.MATCH)}
+    if not any(before.index(axis) and after.index(axis) for axis in moving):
+        return None
+    return dtensor.Layout([dtensor.UNSHARDED if axis in moving else axis for axis in before], source.mesh)
+
+
 def _moved(tensor, runtime, source, target):
     """``tensor`` (on mesh ``source``) whole on each device of mesh ``target``: gathered where it is, then copied
     (``dtensor.copy_to_mesh``, inside a step function; its gradient copies back).  That copy is a Relayout across
@@ -233,8 +265,11 @@ class DTensorContext(LoweringContext):
     def lay_out(self, tensor, nd_sbp):
         return self._relayout(tensor, nd_sbp, tensor.shape.rank)
 
-    def _relayout(self, tensor, nd, rank):
-        return dtensor.relayout(tensor, self.runtime.layout(nd, rank))
+    def _relayout(self, tensor, nd, rank, source=None):
+        """``tensor`` laid out as ``nd``; ``source``, the nd-SBP it is laid out as where known (``relayout``)."""
+        layout = self.runtime.layout(nd, rank)
+        known = source is not None and partial_sum not in source
+        return relayout(tensor, layout, self.runtime.layout(source, rank) if known else None)
 
     def pin(self, blob, tensor):
         nd = self.plan.sbp.get(blob)
@@ -284,5 +319,6 @@ class DTensorContext(LoweringContext):
             return moved
         if want is None or partial_sum in want or (want == self.plan.sbp[x] and partial_sum not in want):
             return tensor
-        return self._relayout(tensor, want, x.ndim)
+        # pinned as planned (``pin``), or kept so by DTensor: laid out as its plan says
+        return self._relayout(tensor, want, x.ndim, source=self.plan.sbp[x])
 
