@@ -32,6 +32,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import pytest  # noqa: E402
 
 import flowlayers as flow  # noqa: E402
+import places  # noqa: E402
 
 BACKEND = flow.config.backend_name()
 HAS_TENSORFLOW = importlib.util.find_spec("tensorflow") is not None
@@ -98,6 +99,13 @@ def fresh():
     flow.clear_session()
     yield
     flow.clear_session()
+
+
+@pytest.fixture
+def one_device(fresh):
+    """One device in the mirrored view, in a fresh session: where the reference harness's tests run
+    (``pytestmark = pytest.mark.usefixtures("one_device")``)."""
+    places.use("mirrored", 1)
 
 
 @pytest.fixture(scope="session")

@@ -1,15 +1,27 @@
 """Where a test's model runs, set in one call: the view, device count, mesh, layout rules and seed, with automatic
-names forgotten so that every run names its layers (and so its variables) alike."""
+names forgotten where asked so that every run names its layers (and so its variables) alike."""
+import math
+
 import flowlayers as flow
 
 
-def consistent(devices, mesh=None, rules=None, seed=0):
-    flow.config.set_view("consistent")
-    flow.config.gpu_device_num(devices)
+def use(view, devices=None, mesh=None, rules=None, seed=None, fresh=False):
+    """Run what is built next in ``view`` on ``devices`` devices (default: the mesh's size, else one), on ``mesh``
+    (``{axis: size}``; None: the default mesh) with layout ``rules`` (None: none).  ``fresh``: forget automatic
+    names and variables first (``flow.clear_session``); ``seed``: set the global seed (None: leave it)."""
+    if fresh:
+        flow.clear_session()
+    flow.config.set_view(view)
+    flow.config.gpu_device_num(devices or (math.prod(mesh.values()) if mesh else 1))
     flow.config.set_mesh(**(mesh or {}))
     flow.config.set_layout_rules(rules or {})
-    flow.clear_session()
-    flow.config.set_seed(seed)
+    if seed is not None:
+        flow.config.set_seed(seed)
+
+
+def consistent(devices, mesh=None, rules=None, seed=0):
+    """The consistent view, from a fresh session, with seed 0 unless told otherwise."""
+    use("consistent", devices, mesh, rules, seed=seed, fresh=True)
 
 
 def shards(var):

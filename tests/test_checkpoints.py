@@ -19,22 +19,15 @@ import numpy as np
 import pytest
 
 import flowlayers as flow
-from places import shards
 import flowlayers.typing as tp
 from flowlayers.framework import checkpoint_format as checkpoint
 from flowlayers.framework.variable import store
+from places import shards, use
 
 PROGRAMS = Path(__file__).resolve().parent / "checkpoint_programs"
 sys.path.insert(0, str(PROGRAMS))
 import kill_during_save  # noqa: E402
 import resume_fit  # noqa: E402
-
-
-def use(view, n, mesh=None, rules=None):
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(n)
-    flow.config.set_mesh(**(mesh or {}))
-    flow.config.set_layout_rules(rules or {})
 
 
 def mlp(hidden=16, classes=3, compile=True):
@@ -128,8 +121,7 @@ def job_function(view):
 def test_job_face_checkpoint_restores_slots_and_step_in_another_view(tmp_path):
     x, y = resume_fit.data()
     batches = [(x[i:i + 40], y[i:i + 40]) for i in range(0, 200, 40)] * 2
-    use("consistent", 4, {"data": 2, "model": 2}, {"hidden/kernel": (None, "model")})
-    flow.clear_session()
+    use("consistent", 4, {"data": 2, "model": 2}, {"hidden/kernel": (None, "model")}, fresh=True)
     job = job_function("consistent")
     for b in batches[:3]:
         job(*b)
@@ -138,8 +130,7 @@ def test_job_face_checkpoint_restores_slots_and_step_in_another_view(tmp_path):
         job(*b)
     continued = {p: v.numpy() for p, v in store.variables.items()}
 
-    use("mirrored", 1)
-    flow.clear_session()
+    use("mirrored", 1, fresh=True)
     job = job_function("mirrored")
     flow.train.CheckPoint().load(tmp_path / "ckpt")
     rule = job._compiled[1].optimizer
@@ -323,8 +314,7 @@ def file_of(directory, key):
 
 
 def test_checkpoint_of_a_bigger_architecture_is_refused_and_changes_nothing(tmp_path):
-    use("mirrored", 2)
-    flow.clear_session()
+    use("mirrored", 2, fresh=True)
     x = flow.Input((8,))
     h = flow.layers.Dense(16, activation="relu")(x)
     h = flow.layers.Dense(3)(h)                                              # dense_1 fits
@@ -586,8 +576,7 @@ class _ScaleV(flow.layers.Layer):
 
 
 def test_an_extra_weight_named_like_a_slot_is_still_an_extra_weight(tmp_path):
-    use("mirrored", 1)
-    flow.clear_session()
+    use("mirrored", 1, fresh=True)
     x = flow.Input((8,))
     h = flow.layers.Dense(16, activation="relu")(x)
     bigger = flow.Model(x, flow.layers.Dense(3)(_ScaleV(name="scale")(h)))
@@ -600,8 +589,7 @@ def test_an_extra_weight_named_like_a_slot_is_still_an_extra_weight(tmp_path):
 
 
 def test_checkpoint_init_gives_every_variable_its_initial_value_and_step_zero(tmp_path):
-    use("mirrored", 1)
-    flow.clear_session()
+    use("mirrored", 1, fresh=True)
     train_job = job_function("mirrored")
     x, y = resume_fit.data()
     train_job(x[:40], y[:40])

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import flowlayers as flow
-from places import consistent
+from places import consistent, use
 
 pytestmark = pytest.mark.skipif(
     not all(importlib.util.find_spec(m) for m in ("tensorflow", "jax")) or
@@ -27,14 +27,7 @@ PLACES = [("consistent", 1, {}, {}), ("consistent", 2, {"data": 2}, {}),
 def place(backend, where):
     view, n, mesh, rules = where
     flow.config.set_backend(backend)
-    if view == "consistent":
-        consistent(n, mesh, rules)
-    else:
-        flow.config.set_view("mirrored")
-        flow.config.gpu_device_num(n)
-        flow.config.set_mesh()
-        flow.config.set_layout_rules({})
-        flow.clear_session()
+    use(view, n, mesh, rules, seed=0, fresh=True)
 
 
 def build():

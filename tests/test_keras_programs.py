@@ -28,6 +28,7 @@ import flowlayers as keras_
 from conftest import BACKEND
 from flowlayers import ops as ops_
 from keras_programs._harness import HERE, flat, load, run
+from places import use
 
 os.environ.setdefault("KERAS_BACKEND", "jax" if BACKEND == "jax" else "tensorflow")
 import keras  # noqa: E402
@@ -49,15 +50,6 @@ PER_REPLICA_STATISTICS = (2e-2, "BatchNormalization in the mirrored view normali
 NOT_THE_SAME = {("timeseries_fcn", "mirrored2"): PER_REPLICA_STATISTICS,
                 ("batchnorm_dropout", "one"): DROPOUT_MASKS, ("batchnorm_dropout", "consistent2"): DROPOUT_MASKS,
                 ("batchnorm_dropout", "mirrored2"): (5e-2, f"{DROPOUT_MASKS[1]}; {PER_REPLICA_STATISTICS[1]}")}
-
-
-def use(place):
-    view, n = PLACES[place]
-    flow.clear_session()
-    flow.settings.set_view(None)
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(n)
-    flow.config.set_seed(0)
 
 
 def compare_log(key, got, want, what, tolerance=None):
@@ -98,12 +90,12 @@ SLOW = {"bidirectional_text", "imbalanced_classification", "functional_multi_io"
 def test_program_trains_as_keras(name, mnist, tmp_path):
     ours = load(name, "flowlayers")
     data = ours.get_data(mnist)
-    use("one")
+    use(*PLACES["one"], seed=0, fresh=True)
     initial, *_ = run(ours, data)
     k_before, k_logs, k_after = keras_run(name, data, initial, tmp_path)
     one_logs = None
     for place in PLACES:
-        use(place)
+        use(*PLACES[place], seed=0, fresh=True)
         _, before, logs, after = run(ours, data, initial)
         close(before, k_before, f"{name}, predictions before training, {place}")
         assert sorted(logs) == sorted(k_logs), (place, sorted(logs), sorted(k_logs))

@@ -13,6 +13,7 @@ import pytest
 import flowlayers as flow
 import flowlayers.typing as tp
 from flowlayers.framework.variable import store
+from places import use
 
 BATCH_SIZE = 100
 
@@ -133,9 +134,7 @@ def lenet_job(distribute):
 
 
 def train(make_job, devices, distribute, steps, images, labels):
-    flow.clear_default_session()
-    flow.config.gpu_device_num(devices)
-    flow.config.set_view("consistent")
+    use("consistent", devices, fresh=True)
     job = make_job(distribute)
     losses = [float(job(images[i], labels[i]).mean()) for i in range(steps)]
     return job, losses, {path: var.numpy() for path, var in store.variables.items()}
@@ -205,9 +204,7 @@ def test_watch_diff_hands_the_docs_values(view, mnist_here):
     label = int(np.argmin(DOCS_ROW))
     assert abs(DOCS_ROW.sum()) < 1e-6 and np.sum(DOCS_ROW < 0) == 1      # printed to 9 digits: sums to 6e-8
     assert np.abs(DOCS_ROW).max() > 1.0 / BATCH_SIZE
-    flow.clear_default_session()
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(1)
+    use(view, 1, fresh=True)
     seen = {"diff": [], "logits": []}
     train_job = watch_diff_job(seen)
     (train_images, train_labels), _ = flow.data.load_mnist(BATCH_SIZE)
@@ -276,10 +273,7 @@ def test_pipelined_lenet_with_ops_between_and_after_its_placements_equals_one_de
     (images, labels), _ = flow.data.load_mnist(BATCH_SIZE, BATCH_SIZE)
     results = []
     for devices in (1, 2):
-        flow.clear_default_session()
-        flow.config.gpu_device_num(devices)
-        flow.config.set_view("consistent")
-        flow.config.set_seed(0)
+        use("consistent", devices, seed=0, fresh=True)
         job = pipelined_job(devices)
         losses = [float(job(images[i], labels[i]).mean()) for i in range(5)]
         results.append((losses, {path: var.numpy() for path, var in store.variables.items()}))

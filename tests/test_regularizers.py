@@ -9,16 +9,12 @@ import pytest
 import flowlayers as flow
 import flowlayers.typing as tp
 from flowlayers.framework.variable import store
+from places import use
 
 PLACES = [("mirrored", 1), ("mirrored", 2), ("consistent", 2)]
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(16, 5)).astype(np.float32)
 Y = RNG.integers(0, 3, 16).astype(np.int32)
-
-
-def use(view, n):
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(n)
 
 
 def keras_style(api):

@@ -7,6 +7,7 @@ import keras
 import numpy as np
 
 import flowlayers as flow
+import places
 
 PLACES = {"one": ("mirrored", 1, None), "mirrored2": ("mirrored", 2, None),
           "2x2": ("consistent", 4, {"data": 2, "model": 2})}
@@ -14,12 +15,9 @@ BATCH = 8
 
 
 def use(place, rules=None):
+    """A fresh session in ``place``; ``rules`` apply only where it has a mesh."""
     view, n, mesh = PLACES[place]
-    flow.clear_session()
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(n)
-    flow.config.set_mesh(**(mesh or {}))
-    flow.config.set_layout_rules((rules or {}) if mesh else {})
+    places.use(view, n, mesh, rules if mesh else None, fresh=True)
 
 
 def model(api, make, shapes, dtypes=None, call=None, head=None):

@@ -5,7 +5,7 @@ import numpy as np
 
 import flowlayers as flow
 import flowlayers.typing as tp
-from places import consistent
+from places import use
 
 STEPS = 3
 
@@ -13,14 +13,7 @@ STEPS = 3
 def draws(make, batch, view="mirrored", seed=0, steps=STEPS):
     """``make()``'s layer on ``batch`` (each device's rows), training: (steps, 2 devices, *batch.shape)."""
     mirrored = view == "mirrored"
-    if mirrored:
-        flow.config.set_view("mirrored")
-        flow.config.gpu_device_num(2)
-        flow.config.set_mesh()
-        flow.clear_session()
-        flow.config.set_seed(seed)
-    else:
-        consistent(2, {"data": 2}, seed=seed)
+    use(view, 2, None if mirrored else {"data": 2}, seed=seed, fresh=True)
     flow.clear_default_session()
     seen = []
     kind = tp.ListNumpy if mirrored else tp.Numpy

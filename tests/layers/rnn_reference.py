@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import flowlayers as flow
+import places
 
 PLACES = {"1": ("mirrored", 1, None), "mirrored2": ("mirrored", 2, None), "consistent2": ("consistent", 2, None),
           "2x2": ("consistent", 4, {"data": 2, "model": 2})}
@@ -16,12 +17,9 @@ EVERY_PLACE = QUICK + [pytest.param(p, marks=pytest.mark.slow) for p in ("consis
 
 
 def use(place):
+    """``place``, with the cells' kernels split over ``model`` where it has a mesh."""
     view, n, mesh = PLACES[place]
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(n)
-    if mesh:
-        flow.config.set_mesh(**mesh)
-        flow.config.set_layout_rules(SPLIT_KERNELS)
+    places.use(view, n, mesh, SPLIT_KERNELS if mesh else None)
 
 
 def keras_weights(model, rng):

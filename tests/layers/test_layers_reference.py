@@ -21,10 +21,7 @@ L = flow.layers
 check = functools.partial(reference.check, layer_weights=True)
 
 
-@pytest.fixture(autouse=True)
-def _one_device(fresh):
-    flow.config.gpu_device_num(1)
-    flow.config.set_view("mirrored")
+pytestmark = pytest.mark.usefixtures("one_device")
 
 
 # --------------------------------------------------------------------------- Dense

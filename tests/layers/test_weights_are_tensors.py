@@ -9,16 +9,12 @@ import pytest
 import flowlayers as flow
 from conftest import BACKEND
 from flowlayers import initializers, ops
+from places import use
 
 os.environ.setdefault("KERAS_BACKEND", "jax" if BACKEND == "jax" else "tensorflow")
 import keras  # noqa: E402
 
 VIEWS = [("mirrored", 1), ("consistent", 2)]
-
-
-def use(view, n):
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(n)
 
 
 # ---------------------------------------------------------------------------------------------- Keras' own layers

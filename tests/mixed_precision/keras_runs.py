@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 import flowlayers as flow
+import places
 
 PROGRAM = Path(__file__).resolve().parent / "keras_program.py"
 PLACES = {"one": ("consistent", 1, None, None),
@@ -17,12 +18,8 @@ PLACES = {"one": ("consistent", 1, None, None),
 
 
 def use(place):
-    view, n, mesh, rules = PLACES[place]
-    flow.clear_session()
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(n)
-    flow.config.set_mesh(**(mesh or {}))
-    flow.config.set_layout_rules(rules or {})
+    """A fresh session in ``place``."""
+    places.use(*PLACES[place], fresh=True)
 
 
 def mlp(case, weights=None):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import flowlayers as flow
-from places import consistent
+from places import use
 
 ROWS, BATCH, GROUP, EPOCHS = 300, 16, 4, 3     # 18 full batches an epoch: groups of 4, 4, 4, 4, 2, then 12 rows
 RNG = np.random.default_rng(11)
@@ -18,13 +18,7 @@ Y = RNG.integers(0, 4, ROWS)
 
 
 def trained(view, steps_per_execution, shuffle):
-    if view == "consistent":
-        consistent(2, {"data": 2}, seed=5)
-    else:
-        flow.config.set_view("mirrored")
-        flow.config.gpu_device_num(2)
-        flow.clear_session()
-        flow.config.set_seed(5)
+    use(view, 2, {"data": 2} if view == "consistent" else None, seed=5, fresh=True)
     x = flow.Input((12,))
     h = flow.layers.Dropout(0.25)(flow.layers.Dense(16, activation="relu", name="hidden")(x))
     model = flow.Model(x, flow.layers.Dense(4, name="out")(h))

@@ -7,7 +7,7 @@ import pytest
 import flowlayers as flow
 from flowlayers import backend_common, contract
 from flowlayers.framework.compiled import Compiled
-from places import consistent
+from places import consistent, use
 
 RNG = np.random.default_rng(3)
 X = RNG.normal(size=(150, 12)).astype(np.float32)
@@ -15,12 +15,7 @@ Y = RNG.integers(0, 4, 150)
 
 
 def train(spe, view="consistent", n=2, callbacks=(), rate=0.1, **fit):
-    if view == "consistent":
-        consistent(n, {"data": n} if n > 1 else None)
-    else:
-        flow.config.set_view("mirrored")
-        flow.config.gpu_device_num(n)
-        flow.clear_session()
+    use(view, n, {"data": n} if view == "consistent" and n > 1 else None, seed=0, fresh=True)
     x = flow.Input((12,))
     h = flow.layers.Dense(16, activation="relu", name="hidden")(x)
     model = flow.Model(x, flow.layers.Dense(4, name="out")(h))
@@ -50,13 +45,7 @@ def test_the_steps_after_a_group_take_the_numbers_single_steps_take(view, n):
     it (the epoch's last, smaller batch alone, then the next epoch) are numbered as single steps are."""
     runs = []
     for spe in (1, 4):
-        if view == "consistent":
-            consistent(n, {"data": n})
-        else:
-            flow.config.set_view("mirrored")
-            flow.config.gpu_device_num(n)
-            flow.clear_session()
-        flow.config.set_seed(7)
+        use(view, n, {"data": n} if view == "consistent" else None, seed=7, fresh=True)
         x = flow.Input((12,))
         h = flow.layers.Dropout(0.3)(flow.layers.Dense(16, activation="relu", name="hidden")(x))
         model = flow.Model(x, flow.layers.Dense(4, name="out")(h))

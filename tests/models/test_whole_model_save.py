@@ -12,15 +12,11 @@ import pytest
 
 import flowlayers as flow
 from flowlayers import layers as L
+from places import use
 
 RNG = np.random.default_rng(3)
 X = RNG.normal(size=(48, 8, 8, 2)).astype(np.float32)
 Y = RNG.integers(0, 3, 48).astype(np.int32)
-
-
-def use(view, devices):
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(devices)
 
 
 def cnn(batch_norm=True):

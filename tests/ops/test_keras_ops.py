@@ -14,7 +14,6 @@ import os
 import numpy as np
 import pytest
 
-import flowlayers as flow
 from conftest import BACKEND
 from flowlayers import ops
 from keras_cases import CASES, HOST_ONLY
@@ -24,10 +23,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax" if BACKEND == "jax" else "tensorflo
 import keras  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _one_device(fresh):
-    flow.config.gpu_device_num(1)
-    flow.config.set_view("mirrored")
+pytestmark = pytest.mark.usefixtures("one_device")
 
 
 def _tuple(x):

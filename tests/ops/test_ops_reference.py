@@ -15,10 +15,7 @@ from reference import (F, F64, I, N, P, Scale, check, r_avg_pool, r_conv2d, r_lo
                        r_sigmoid, r_softmax, where)
 
 
-@pytest.fixture(autouse=True)
-def _one_device(fresh):
-    flow.config.gpu_device_num(1)
-    flow.config.set_view("mirrored")
+pytestmark = pytest.mark.usefixtures("one_device")
 
 
 # --------------------------------------------------------------------------- op-specific references

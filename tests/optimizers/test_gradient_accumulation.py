@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import flowlayers as flow
+from places import use
 
 RNG = np.random.default_rng(2)
 X = RNG.normal(size=(16, 5)).astype(np.float32)
@@ -16,11 +17,6 @@ PLACES = [("mirrored", 1), ("mirrored", 2), ("consistent", 2)]
 def mlp(api):
     x = api.Input((5,))
     return api.Model(x, api.layers.Dense(3)(api.layers.Dense(8, activation="tanh")(x)))
-
-
-def use(view, n):
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(n)
 
 
 @pytest.mark.parametrize("view, n", PLACES)

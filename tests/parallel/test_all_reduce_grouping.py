@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import flowlayers as flow
+from places import use
 
 tf = pytest.importorskip("tensorflow")     # the imports below need it: without it the file is skipped
 from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
@@ -59,8 +60,7 @@ def collectives(model, data, tmp_path):
 
 def train(view, n, data):
     """The model after one epoch (batch 16: two steps)."""
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(n)
+    use(view, n)
     model = mlp(12, 8)
     model.fit(*data, batch_size=16, epochs=1, shuffle=False, verbose=0)
     return model
@@ -87,8 +87,7 @@ def test_small_gradients_are_all_reduced_in_one_collective(data, tmp_path, monke
 
 
 def test_large_gradients_are_all_reduced_apart():
-    flow.config.set_view("consistent")
-    flow.config.gpu_device_num(2)
+    use("consistent", 2)
     model = mlp(1, 512, inputs=784)          # a 1.6 MB kernel: 0.4 MB per gradient on average
     model.fit(np.zeros((4, 784), np.float32), np.zeros(4, np.int64), batch_size=4, verbose=0)
     assert group_size(model) == "1"

@@ -11,14 +11,9 @@ import pytest
 
 import flowlayers as flow
 from flowlayers.errors import SBPError
+from places import use
 
 STEPS, BATCH = 6, 32
-
-
-def use(view, n, **mesh):
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(n)
-    flow.config.set_mesh(**mesh)
 
 
 def data(shape, classes=10, n=STEPS * BATCH):
@@ -60,8 +55,7 @@ def test_megatron_mlp_on_2x2_mesh_matches_one_device():
     use("mirrored", 1)
     reference = fit(mlp(epsilon=1e-5), xy)
 
-    use("consistent", 4, data=2, model=2)
-    flow.config.set_layout_rules(MEGATRON)
+    use("consistent", 4, {"data": 2, "model": 2}, MEGATRON)
     model = mlp(epsilon=1e-5)
     assert max_diff(fit(model, xy), reference) < 1e-5
 
@@ -103,9 +97,8 @@ def test_megatron_pairs_on_a_model_only_mesh_take_one_all_reduce_each():
     use("mirrored", 1)
     reference = fit(deep_mlp(), xy)
 
-    use("consistent", 2, model=2)
-    flow.config.set_layout_rules({r"^fc[13]/kernel$": (None, "model"), r"^fc[13]/bias$": ("model",),
-                                  r"^fc[24]/kernel$": ("model", None)})
+    use("consistent", 2, {"model": 2}, {r"^fc[13]/kernel$": (None, "model"), r"^fc[13]/bias$": ("model",),
+                                        r"^fc[24]/kernel$": ("model", None)})
     model = deep_mlp()
     assert max_diff(fit(model, xy), reference) < 1e-5
     plan = model.parallel_plan(batch_size=BATCH)
@@ -135,8 +128,7 @@ def test_neon_lenet_data_parallel_convs_model_parallel_head():
     use("mirrored", 1)
     reference = fit(lenet(), xy)
 
-    use("consistent", 2)
-    flow.config.set_layout_rules(NEON)
+    use("consistent", 2, rules=NEON)
     model = lenet()
     assert max_diff(fit(model, xy), reference) < 1e-5
 
@@ -163,7 +155,7 @@ def test_layout_rule_mistakes_are_named_before_any_step(case):
     holds the weights it had and then trains to exactly those of a run that never saw the rule."""
     rules, named = RULE_MISTAKES[case]
     mesh = {"data": 1, "model": 4} if case == "does not divide" else {"data": 2, "model": 2}
-    use("consistent", 4, **mesh)
+    use("consistent", 4, mesh)
     xy = data((16,))
     undisturbed = fit(mlp(), xy)
     flow.config.set_layout_rules(rules)
@@ -204,8 +196,7 @@ def test_mirrored_plan_is_data_parallel_with_whole_replicas():
 def test_job_function_plan_reads_the_engine():
     import flowlayers.typing as tp
 
-    use("consistent", 2)
-    flow.config.set_layout_rules({"^h/kernel$": (None, "data")})
+    use("consistent", 2, rules={"^h/kernel$": (None, "data")})
 
     @flow.global_function(type="predict")
     def infer(x: tp.Numpy.Placeholder((8, 4))):
@@ -224,9 +215,7 @@ def test_an_input_made_before_the_mesh_changed_still_builds_and_trains():
     x_data = np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4)
     results = []
     for n, mesh in ((1, {}), (2, {"data": 1, "model": 2})):
-        flow.config.set_view("consistent")
-        flow.config.gpu_device_num(n)
-        flow.clear_session()
+        use("consistent", n, fresh=True)
         x = flow.Input((4,))
         flow.config.set_mesh(**mesh)
         model = flow.Model(x, flow.layers.Dense(2)(x))

@@ -7,6 +7,7 @@ import pytest
 import flowlayers as flow
 import flowlayers.typing as tp
 from flowlayers.framework.variable import store
+from places import use
 
 BATCH, STEPS = 16, 3
 
@@ -33,8 +34,7 @@ def job(hidden_distribute=None, own_distribute=None, out_distribute=None):
 
 
 def train(view, n, **distribute):
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(n)
+    use(view, n)
     (x, y), _ = flow.data.load_digits()
     fn = job(**distribute)
     for i in range(STEPS):
@@ -77,17 +77,14 @@ def test_oneflow_model_parallelism_splits_and_equals_one_device(case):
                                      r"received 'split\(0\)'"),
 ])
 def test_distribute_mistakes_are_named(distribute, message):
-    flow.config.set_view("consistent")
-    flow.config.gpu_device_num(2)
+    use("consistent", 2)
     (x, y), _ = flow.data.load_digits()
     with pytest.raises(flow.SBPError, match=message):
         job(**distribute)(x[:BATCH], y[:BATCH].astype(np.int32))
 
 
 def test_with_distribute_on_a_two_axis_mesh_asks_for_with_sbp():
-    flow.config.set_view("consistent")
-    flow.config.gpu_device_num(4)
-    flow.config.set_mesh(data=2, model=2)
+    use("consistent", 4, {"data": 2, "model": 2})
     (x, y), _ = flow.data.load_digits()
     with pytest.raises(flow.SBPError, match=r"with_distribute\(flow.distribute.broadcast\(\)\): expected a one-axis "
                                             r"mesh, received the mesh axes \['data', 'model'\]; use blob.with_sbp"):

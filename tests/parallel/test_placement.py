@@ -13,7 +13,7 @@ import pytest
 import flowlayers as flow
 import flowlayers.typing as tp
 from flowlayers.framework.variable import store
-from places import devices_of
+from places import devices_of, use
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(8, 6)).astype(np.float32)
@@ -46,8 +46,7 @@ def pipeline(first, second, dropout=False, loss_inside=True):
 
 
 def train(devices, first, second, dropout=False):
-    flow.config.set_view("consistent")
-    flow.config.gpu_device_num(devices)
+    use("consistent", devices)
     job = pipeline(first, second, dropout)
     losses = [job(X, Y) for _ in range(3)]
     return job, losses, {path: var.numpy() for path, var in store.variables.items()}
@@ -78,8 +77,7 @@ def test_ops_on_all_devices_after_placements_and_placements_of_different_sizes_e
                                                                                                 second):
     """The loss on all devices after the last placement (its tensors go back from some devices to all), between
     placements of different sizes: trained as one device trains."""
-    flow.config.set_view("consistent")
-    flow.config.gpu_device_num(1)
+    use("consistent", 1)
     one = pipeline(None, None, dropout=True, loss_inside=False)
     want_losses = [one(X, Y) for _ in range(3)]
     want = {path: var.numpy() for path, var in store.variables.items()}
@@ -94,9 +92,7 @@ def test_ops_on_all_devices_after_placements_and_placements_of_different_sizes_e
 
 
 def test_a_placed_variable_is_not_split():
-    flow.config.set_view("consistent")
-    flow.config.gpu_device_num(2)
-    flow.clear_default_session()
+    use("consistent", 2, fresh=True)
 
     @flow.global_function(type="predict")
     def job(x: tp.Numpy.Placeholder((8, 6))) -> tp.Numpy:
@@ -109,8 +105,7 @@ def test_a_placed_variable_is_not_split():
 
 
 def test_a_model_built_under_a_placement_is_refused_in_the_mirrored_view():
-    flow.config.set_view("consistent")
-    flow.config.gpu_device_num(2)
+    use("consistent", 2)
     x = flow.Input((6,))
     with flow.scope.placement("cpu", "0:1"):
         y = flow.layers.Dense(2, name="placed")(x)
@@ -127,10 +122,7 @@ def test_a_keras_model_with_placed_layers_trains_to_one_device_weights():
     """The Keras face: layers built under placements; compile's loss and metrics run where the output is."""
     results = []
     for devices in (1, 2):
-        flow.config.set_view("consistent")
-        flow.config.gpu_device_num(devices)
-        flow.clear_session()
-        flow.config.set_seed(2)
+        use("consistent", devices, seed=2, fresh=True)
         x = flow.Input((6,))
         with flow.scope.placement("cpu", "0:0"):
             h = flow.layers.Dense(16, activation="relu", kernel_regularizer=flow.regularizers.L2(0.01))(x)
@@ -151,10 +143,7 @@ def test_a_keras_model_with_placed_layers_trains_to_one_device_weights():
 def test_placements_feeding_each_other_in_a_cycle_equal_one_device():
     """Devices 0:0 -> 0:1 -> 0:0 again (the loss on the first placement's devices)."""
     def cycle(devices):
-        flow.config.set_view("consistent")
-        flow.config.gpu_device_num(devices)
-        flow.clear_default_session()
-        flow.config.set_seed(3)
+        use("consistent", devices, seed=3, fresh=True)
         there = "0:1" if devices == 2 else "0:0"
 
         @flow.global_function(type="train")
@@ -182,10 +171,7 @@ def test_placements_feeding_each_other_in_a_cycle_equal_one_device():
 def placed_then_all(devices, optimizer):
     """A Keras model whose output layer runs on all devices after a layer placed on device 0 (its step runs stage
     by stage on both backends)."""
-    flow.config.set_view("consistent")
-    flow.config.gpu_device_num(devices)
-    flow.clear_session()
-    flow.config.set_seed(4)
+    use("consistent", devices, seed=4, fresh=True)
     x = flow.Input((6,))
     with flow.scope.placement("cpu", "0:0"):
         h = flow.layers.Dense(16, activation="relu", name="placed")(x)
@@ -238,10 +224,7 @@ def test_watch_diff_in_a_step_run_stage_by_stage_equals_one_device():
     seen = {1: [], 2: []}
     scaled_seen = {1: [], 2: []}
     for devices in (1, 2):
-        flow.config.set_view("consistent")
-        flow.config.gpu_device_num(devices)
-        flow.clear_default_session()
-        flow.config.set_seed(5)
+        use("consistent", devices, seed=5, fresh=True)
 
         @flow.global_function(type="train")
         def train_job(x: tp.Numpy.Placeholder((8, 6)), y: tp.Numpy.Placeholder((8,), dtype=flow.int32)) -> tp.Numpy:
@@ -272,10 +255,7 @@ def test_a_step_run_stage_by_stage_over_micro_batches_or_with_state_updates_equa
     devices after the placement updates its moving statistics where they live."""
     weights = []
     for devices in (1, 2):
-        flow.config.set_view("consistent")
-        flow.config.gpu_device_num(devices)
-        flow.clear_session()
-        flow.config.set_seed(6)
+        use("consistent", devices, seed=6, fresh=True)
         x = flow.Input((6,))
         with flow.scope.placement("cpu", "0:0"):
             h = flow.layers.Dense(16, activation="relu", name="placed")(x)

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 import flowlayers as flow
+from places import use
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 RULES = {r"^hidden/kernel$": (None, "model"), r"^hidden/bias$": ("model",), r"^out/kernel$": ("model", None)}
@@ -14,11 +15,7 @@ RULES = {r"^hidden/kernel$": (None, "model"), r"^hidden/bias$": ("model",), r"^o
 
 def _plan():
     """A 2 x 2 data x model mesh, Megatron's MLP: 4 weights and their 4 momentum slots."""
-    flow.config.set_view("consistent")
-    flow.config.gpu_device_num(4)
-    flow.config.set_mesh(data=2, model=2)
-    flow.config.set_layout_rules(RULES)
-    flow.clear_session()
+    use("consistent", 4, {"data": 2, "model": 2}, RULES, fresh=True)
     x = flow.Input((6,))
     h = flow.layers.Dense(8, activation="relu", name="hidden")(x)
     model = flow.Model(x, flow.layers.Dense(3, name="out")(h))

@@ -49,6 +49,7 @@ from flowlayers.ops.shape import pad
 from flowlayers.ops.source import placeholder
 from flowlayers.parallel import force_signature, propagate, signatures_of
 from flowlayers.sbp import Split, broadcast, partial_sum
+from places import use
 
 F = "float"          # N(0, 1)
 POS = "positive"     # U(0.5, 2): inside the domain of log, sqrt, rsqrt and pow's base
@@ -235,12 +236,6 @@ class _Probe:      # what propagate.signatures reads of a node, with a signature
         self.signature = forced
 
 
-def use_mesh(mesh):
-    flow.config.set_view("consistent")
-    flow.config.gpu_device_num(int(np.prod(list(mesh.values()))))
-    flow.config.set_mesh(**mesh)
-
-
 def offered(name, case=None):
     """The signatures of the case's op that the backend supports, for the case's shapes (on the mesh in force);
     a constraint's are every SBP it can pin."""
@@ -253,7 +248,7 @@ def offered(name, case=None):
 
 def assignments(name, mesh, case=None):
     """Per-axis signature tuples to try: each offered signature on each mesh axis, where the shapes let it."""
-    use_mesh(mesh)
+    use("consistent", mesh=mesh)
     node = _probe(name, case=case).node
     sigs = offered(name, case)
     axes = list(mesh.items())
@@ -328,13 +323,7 @@ def run(name, branches, mesh=None, case=None, plan=None):
     one device: the same graph, nothing forced); its outputs and variables.  ``plan``, a list, receives
     (forward Boxing, [(producer, op, mesh axis)] of each partial-sum input)."""
     fn, specs = case or CASES[name]
-    flow.clear_session()
-    if mesh is None:
-        flow.config.set_view("mirrored")
-        flow.config.gpu_device_num(1)
-        flow.config.set_mesh()
-    else:
-        use_mesh(mesh)
+    use("mirrored" if mesh is None else "consistent", mesh=mesh, fresh=True)
     rng = np.random.default_rng(0)
     consts = [[kind(shape, rng) if callable(kind) else None for shape, kind in specs] for _ in branches]
     axes = list(mesh) if mesh else [f"axis{j}" for j in range(len(branches[0]))]

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import flowlayers as flow
+from places import use
 
 pytest.importorskip("tensorflow")     # the import below needs it: without it the file is skipped
 from flowlayers_tensorflow.executable import TFMath  # noqa: E402
@@ -31,9 +32,7 @@ RULES = {
 
 
 def train(view, n, optimizer, layers=3):
-    flow.clear_session()
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(n)
+    use(view, n, fresh=True)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((BATCH * STEPS, 8)).astype(np.float32)
     y = rng.integers(0, 4, BATCH * STEPS).astype(np.int32)
@@ -101,12 +100,7 @@ MESHES = {                  # mesh, layout rules, what the gradient step hands o
 
 
 def fit_batch_norm(view, n, optimizer, mesh=None, rules=None):
-    flow.clear_session()
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(n)
-    flow.config.set_mesh(**(mesh or {}))
-    flow.config.set_layout_rules(rules or {})
-    flow.config.set_seed(1)
+    use(view, n, mesh, rules, seed=1, fresh=True)
     x = flow.Input((8,))
     h = flow.layers.BatchNormalization(name="bn")(flow.layers.Dense(16, activation="relu", name="fc1")(x))
     h = flow.layers.Dense(16, activation="relu", name="fc2")(h)

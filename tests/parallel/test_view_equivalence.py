@@ -10,6 +10,7 @@ import pytest
 import flowlayers as flow
 import flowlayers.typing as tp
 from flowlayers.framework.variable import store
+from places import use
 
 PLACES = [("consistent", 2), ("consistent", 4), ("mirrored", 2), ("mirrored", 4)]
 OPTIMIZERS = {
@@ -24,11 +25,6 @@ N_SAMPLES = BATCH * (STEPS - 1) + 10    # the 10th batch has 10 rows: uneven ove
 def digits():
     (x, y), _ = flow.data.load_digits()
     return x, y
-
-
-def use(view, n):
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(n)
 
 
 def keras_model(make_optimizer):
@@ -83,8 +79,7 @@ def mlp(images):
 
 def train_job_face(view, n, opt, data):
     """The same job function body, with the placeholders each view asks for."""
-    use(view, n)
-    flow.clear_session()
+    use(view, n, fresh=True)
     x, y = data
     x, y = x[:BATCH * STEPS], y[:BATCH * STEPS]
     cfg = flow.function_config()
@@ -157,8 +152,7 @@ def test_one_config_line_switches_a_job_function(digits):
     x, y = digits[0][:BATCH * STEPS], digits[1][:BATCH * STEPS]
 
     def run(switch_at):
-        use("mirrored", 1)
-        flow.clear_session()
+        use("mirrored", 1, fresh=True)
 
         @flow.global_function(type="train")
         def train_job(images: tp.Numpy.Placeholder((BATCH, 1, 8, 8)),
@@ -182,10 +176,7 @@ def test_consistent_view_dropout_draws_one_devices_masks(mesh, digits):
     model with dropout trains to one device's weights (the mirrored view draws per replica: a documented
     exception).  On a 2x2 mesh a hidden kernel is split over "model" too."""
     def train(view, n, mesh=None, rules=None):
-        use(view, n)
-        flow.config.set_mesh(**(mesh or {}))
-        flow.config.set_layout_rules(rules or {})
-        flow.clear_session()
+        use(view, n, mesh, rules, fresh=True)
         x = flow.Input((1, 8, 8))
         h = flow.layers.Dense(32, activation="relu", name="hidden")(flow.layers.Flatten()(x))
         model = flow.Model(x, flow.layers.Dense(10, name="out")(flow.layers.Dropout(0.5)(h)))
@@ -200,9 +191,7 @@ def test_consistent_view_dropout_draws_one_devices_masks(mesh, digits):
 
 
 def batch_norm_weights(view, n):
-    use(view, n)
-    flow.clear_session()
-    flow.config.set_seed(3)
+    use(view, n, seed=3, fresh=True)
     x = flow.Input((6,))
     h = flow.layers.BatchNormalization()(flow.layers.Dense(8, activation="relu")(x))
     model = flow.Model(x, flow.layers.Dense(3)(h))

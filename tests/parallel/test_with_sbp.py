@@ -17,15 +17,10 @@ import pytest
 
 import flowlayers as flow
 from flowlayers.sbp import B, S
+from places import use
 
 STEPS, BATCH = 4, 16
 MESHES = {"2": {"data": 2}, "2x2": {"data": 2, "model": 2}}
-
-
-def use(view, mesh):
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(int(np.prod(list(mesh.values()))))
-    flow.config.set_mesh(**mesh) if view == "consistent" else flow.config.set_mesh()
 
 
 def data():
@@ -75,9 +70,9 @@ CONSTRAINTS = [("2", (S(1),)), ("2", (B,)), ("2x2", (S(1), S(0))), ("2x2", (B, S
 
 @pytest.mark.parametrize("mesh_name,nd_sbp", CONSTRAINTS, ids=[f"{m}-{nd}" for m, nd in CONSTRAINTS])
 def test_constrained_model_trains_to_one_device_weights(mesh_name, nd_sbp):
-    use("mirrored", {"data": 1})
+    use("mirrored", 1)
     reference = fit(mlp())
-    use("consistent", MESHES[mesh_name])
+    use("consistent", mesh=MESHES[mesh_name])
     model = mlp(nd_sbp)
     weights = fit(model)
     for got, want in zip(weights, reference):
@@ -91,7 +86,7 @@ def test_backend_relays_the_constrained_blob_out_to_its_layout(mesh_name, nd_sbp
     from tensorflow.experimental import dtensor
 
     mesh = MESHES[mesh_name]
-    use("consistent", mesh)
+    use("consistent", mesh=mesh)
     constrained = mlp(nd_sbp)
     fit(constrained)
     spec = [dtensor.UNSHARDED] * 2
@@ -125,7 +120,7 @@ def test_mistake_is_named_and_the_model_trains_on(case):
         pytest.skip(f"backend {flow.config.backend_name()!r} splits a dim over several mesh axes: no mistake there "
                     f"(test_one_dim_split_over_two_axes_trains_to_one_device_weights)")
     mistake, named = MISTAKES[case]
-    use("consistent", MESHES["2x2"])
+    use("consistent", mesh=MESHES["2x2"])
     undisturbed = fit(mlp(hidden=5))
     weights = fit(mlp(hidden=5, mistake=mistake))
     missing = [w for w in named if w not in mlp.error]
@@ -139,9 +134,9 @@ def test_one_dim_split_over_two_axes_trains_to_one_device_weights():
     if not splits_dim_over_several_axes():
         pytest.skip(f"backend {flow.config.backend_name()!r} gives each tensor dim one mesh axis: a mistake there "
                     f"(test_mistake_is_named_and_the_model_trains_on[one_dim_on_two_axes])")
-    use("mirrored", {"data": 1})
+    use("mirrored", 1)
     reference = fit(mlp())
-    use("consistent", MESHES["2x2"])
+    use("consistent", mesh=MESHES["2x2"])
     model = mlp((S(0), S(0)))
     weights = fit(model)
     assert mlp.hidden.sbp == (S(0), S(0))
@@ -150,7 +145,7 @@ def test_one_dim_split_over_two_axes_trains_to_one_device_weights():
 
 
 def test_constraint_in_the_mirrored_view_is_named():
-    use("mirrored", {"data": 2})
+    use("mirrored", 2)
     undisturbed = fit(mlp())
     weights = fit(mlp(mistake=(S(0),)))
     for words in ("Blob 'hidden/relu'.with_sbp", "consistent view only", "mirrored", "set_view('consistent')"):

@@ -12,6 +12,7 @@ import pytest
 
 import flowlayers as flow
 from keras_file_models import MODELS, compile_and_fit, data
+from places import use
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLACES = {"one": ("mirrored", 1, {}), "mirrored2": ("mirrored", 2, {}), "2x2": ("consistent", 4, {"data": 2, "model": 2})}
@@ -26,12 +27,7 @@ TOLERANCE = 1e-6
 
 def place(where, name):
     view, devices, mesh = PLACES[where]
-    flow.clear_session()
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(devices)
-    flow.config.set_mesh(**mesh)
-    flow.config.set_layout_rules(RULES[name] if mesh else {})
-    flow.config.set_seed(0)
+    use(view, devices, mesh, RULES[name] if mesh else None, seed=0, fresh=True)
 
 
 def keras_side(backend, *args):
