@@ -12,16 +12,10 @@ import numpy as np
 import pytest
 
 import flowlayers as flow
+import places
 from flowlayers.sbp import S
 
 BATCH, SHAPE = 8, (4, 2, 4)
-
-
-def use(view, devices, mesh=None):
-    flow.clear_session()
-    flow.config.set_view(view)
-    flow.config.gpu_device_num(devices)
-    flow.config.set_mesh(**(mesh or {}))
 
 
 def model(move=None):
@@ -59,12 +53,12 @@ def predict_and_step(m, weights, x, y):
 @pytest.mark.parametrize("move", list(itertools.permutations((1, 2, 3), 2)), ids=lambda m: f"S{m[0]}-S{m[1]}")
 def test_rank4_all_to_all_is_one_devices_result(move):
     x, y = data()
-    use("mirrored", 1)
+    places.use("mirrored", 1, fresh=True)
     m = model()
     weights = m.get_weights()
     want, want_weights = predict_and_step(m, weights, x, y)
     np.testing.assert_allclose(want, numpy_forward(weights, x), rtol=1e-5, atol=1e-5)
-    use("consistent", 4, {"data": 2, "model": 2})
+    places.use("consistent", 4, {"data": 2, "model": 2}, fresh=True)
     m = model(move)
     moves = [kind for b in m.parallel_plan(BATCH).boxing for _, kind in b.collectives]
     assert "all-to-all" in moves, moves     # the move this test is about is in the plan
@@ -78,7 +72,7 @@ def test_einsum_heads_with_bias_then_dense_is_numpy():
     """The case that showed it: per-head EinsumDense, its kernel and bias split over ``model`` on the head dim,
     then a Dense with a bias; predicted as numpy predicts it in float64."""
     x = data()[0][:, :, 0, :].reshape(BATCH, 4, 4)
-    use("consistent", 4, {"data": 2, "model": 2})
+    places.use("consistent", 4, {"data": 2, "model": 2}, fresh=True)
     flow.config.set_layout_rules({"^einsum_dense/kernel$": (None, None, "model"),
                                   "^einsum_dense/bias$": (None, "model")})
     try:
