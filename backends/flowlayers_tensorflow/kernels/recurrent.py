@@ -5,6 +5,14 @@ carries the states and adds the recurrent product.  ``unroll`` writes the steps 
 does the consistent view: DTensor has no layout rule for the TensorList ops that ``tf.scan`` and the gradient of
 ``tf.while_loop`` stack tensors with.  The zero
 initial states are made from the sequence (not as constants), so that DTensor lays them out as it does the batch.
+
+Written out, no step is taken with an index (``xw[t]``, a StridedSlice that drops dim 0): DTensor (TF 2.21) lays
+the result of such a slice out with the input's first specs, not with the dropped dim's spec removed, so the
+(time, batch, units) projection laid out (-, data, -) gave steps laid out (-, data): units split over ``data``,
+which an odd width cannot be ("'tf.DTensorLayout' op requires dimension 1 to be divisible", SimpleRNN(3) and
+GRU(3) on 2 devices), and an even one is, at a relayout per step; so did the dropout masks ``masks[g]`` and
+the last output ``sequence[-1]`` (LSTM(3) without return_sequences).  ``tf.unstack`` (and ``tf.gather``) lay it
+out right (bench/probe_dtensor_rnn_odd_units.py); the last output is the last step's.
 """
 from types import SimpleNamespace
 
@@ -24,14 +32,15 @@ def activation(name):
 
 def project(x, weight, masks):
     """``x @ weight``; with dropout ``masks`` (count, batch, features), each gate's columns from ``x`` times that
-    gate's mask (one mask: all of them)."""
+    gate's mask (one mask: all of them).  The masks are taken by ``tf.unstack``, not ``masks[g]`` (see the module's
+    docstring: a (count, batch, width) mask laid out (-, data, -) gave (-, data) masks)."""
     if masks is None:
         return _matmul(x, weight)
-    if masks.shape[0] == 1:
+    masks = tf.unstack(masks)
+    if len(masks) == 1:
         return _matmul(x * masks[0], weight)
-    width = weight.shape[1] // masks.shape[0]
-    return tf.concat([_matmul(x * masks[g], weight[:, g * width:(g + 1) * width]) for g in range(masks.shape[0])],
-                     -1)
+    width = weight.shape[1] // len(masks)
+    return tf.concat([_matmul(x * m, weight[:, g * width:(g + 1) * width]) for g, m in enumerate(masks)], -1)
 
 
 def _matmul(x, weight):
@@ -69,15 +78,18 @@ def rnn(node, x, kernel, recurrent, *rest, ctx):
     xw = project(tf.transpose(x, [1, 0, 2]), kernel, in_masks)          # (time, batch, gates * units)
     if input_bias is not None:
         xw = xw + input_bias
-    if not states:
-        states = (tf.zeros_like(xw[0, :, :a["units"]]),) * (2 if a["cell"] == "lstm" else 1)
+    if not states:      # tf.gather, not xw[0]: see the module's docstring
+        states = (tf.zeros_like(tf.gather(xw, 0)[:, :a["units"]]),) * (2 if a["cell"] == "lstm" else 1)
     steps = (xw,) if mask is None else (xw, tf.transpose(tf.not_equal(mask, tf.zeros_like(mask)), [1, 0]))
     body = loop_body(a, rnn_cell(CELL_MATH, a, recurrent, recurrent_bias, rec_masks), mask is not None,
                      ctx.input_sbp(node, 0), ctx)
     init = states + (tf.zeros_like(states[0]),)
     backwards, in_time = a["go_backwards"], a["go_backwards"] and a["time_order"] and a["return_sequences"]
     if a["unroll"] or ctx.input_sbp(node, 0) is not None:
-        final, sequence = written_out(node, body, init, steps, backwards, in_time)
+        final, outputs = written_out(node, body, init, steps, backwards)
+        if not a["return_sequences"]:
+            return (outputs[-1],) + final
+        sequence = tf.stack(outputs[::-1] if in_time else outputs)
     else:
         stacked = tf.scan(body, tuple(tf.reverse(s, [0]) for s in steps) if backwards else steps, initializer=init)
         final, sequence = tuple(s[-1] for s in stacked[:-1]), tf.reverse(stacked[-1], [0]) if in_time else \
@@ -104,9 +116,9 @@ def loop_body(attrs, step, masked, nd, ctx):
     return body
 
 
-def written_out(node, body, init, steps, backwards, in_time):
-    """The loop with its steps written out: (final states, the outputs stacked in the order the steps ran, or in
-    the input's with ``in_time``)."""
+def written_out(node, body, init, steps, backwards):
+    """The loop with its steps written out: (final states, the outputs in the order the steps ran).  Each step's
+    inputs are ``tf.unstack``'s, not ``s[t]`` (see the module's docstring)."""
     time = steps[0].shape[0]
     if time is None:
         raise EngineError(f"layer {node.layer.name if node.layer else node.name!r}: the tensorflow backend writes "
@@ -114,11 +126,11 @@ def written_out(node, body, init, steps, backwards, in_time):
                           f"tf.scan and the gradient of tf.while_loop do), so it expected a known number of time "
                           f"steps, received a sequence of shape {tuple(node.inputs[0].shape)}; give the Input its "
                           f"length, or use the mirrored view")
-    carry, outputs = init, []
+    carry, outputs, per_step = init, [], [tf.unstack(s) for s in steps]
     for t in reversed(range(time)) if backwards else range(time):
-        carry = body(carry, tuple(s[t] for s in steps))
+        carry = body(carry, tuple(s[t] for s in per_step))
         outputs.append(carry[-1])
-    return carry[:-1], tf.stack(outputs[::-1] if in_time else outputs)
+    return carry[:-1], outputs
 
 
 KERNELS = {"rnn": rnn}
